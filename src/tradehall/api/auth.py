@@ -1,0 +1,73 @@
+"""Authentication of signed requests: a pure function of the request and the known keys.
+
+Order of checks (first failure wins): headers present, key known and active, timestamp well
+formed and inside the window, signature valid, caller's IP allowed, permission sufficient.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+
+from tradehall.api.errors import ApiError
+from tradehall.client.signing import request_path_for_signing, signature_payload, verify
+from tradehall.codes import Code
+from tradehall.exchange import ApiKey
+
+DEFAULT_RECV_WINDOW = 5000
+MAX_RECV_WINDOW = 60000
+MAX_AHEAD_MS = 1000
+
+
+def authenticate(
+    *,
+    headers: Mapping[str, str],
+    method: str,
+    path: str,
+    raw_query: str,
+    body: bytes,
+    now_ms: int,
+    recv_window: int,
+    find_key: Callable[[str], ApiKey | None],
+    client_ip: str | None,
+    trade: bool,
+) -> ApiKey:
+    api_key = headers.get("x-ch-apikey")
+    if not api_key:
+        raise ApiError(Code.APIKEY_MISSING, "X-CH-APIKEY header is missing")
+    ts_text = headers.get("x-ch-ts")
+    if not ts_text:
+        raise ApiError(Code.TS_MISSING, "X-CH-TS header is missing")
+    signature = headers.get("x-ch-sign")
+    if not signature:
+        raise ApiError(Code.SIGN_MISSING, "X-CH-SIGN header is missing")
+    key = find_key(api_key)
+    if key is None or key.row.revoked is not None:
+        raise ApiError(Code.BAD_KEY, "invalid API key", status=401)
+    if not ts_text.isdigit() or len(ts_text) > 16:
+        raise ApiError(Code.TIMESTAMP_WINDOW, "X-CH-TS must be UNIX time in milliseconds")
+    ts = int(ts_text)
+    if not (ts < now_ms + MAX_AHEAD_MS and now_ms - ts <= recv_window):
+        raise ApiError(
+            Code.TIMESTAMP_WINDOW,
+            f"timestamp {ts} is outside the recvWindow"
+            f" (server time {now_ms}, window {recv_window} ms)",
+        )
+    payload = signature_payload(ts_text, method, request_path_for_signing(path, raw_query), body)
+    if not verify(key.row.secret, payload, signature):
+        raise ApiError(Code.BAD_SIGNATURE, "signature for this request is not valid")
+    if key.networks and not ip_allowed(client_ip, key):
+        raise ApiError(Code.BAD_KEY, "this API key is not allowed from your IP", status=403)
+    if trade and key.row.read_only:
+        raise ApiError(Code.BAD_KEY, "this API key has no trade permission", status=403)
+    return key
+
+
+def ip_allowed(client_ip: str | None, key: ApiKey) -> bool:
+    if client_ip is None:
+        return False
+    try:
+        address = ipaddress.ip_address(client_ip)
+    except ValueError:
+        return False
+    return any(address in network for network in key.networks)

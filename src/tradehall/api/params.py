@@ -1,0 +1,159 @@
+"""Reading request parameters (query strings and JSON bodies) into checked values.
+
+Both sources go through one class: query values arrive as text, JSON values as text, numbers
+or booleans. A ``null`` counts as absent and unknown parameters are ignored (the contract).
+Each failure is an ApiError with the catalogue's code and the parameter's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from tradehall.api.errors import ApiError
+from tradehall.codes import Code
+from tradehall.units import UnitsError, to_units
+
+_SYMBOL = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+_CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
+
+
+class Params:
+    __slots__ = ("data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+
+    def raw(self, name: str) -> Any:
+        value = self.data.get(name)
+        if (isinstance(value, str) and value == "") or value is None:
+            return None
+        return value
+
+    def present(self, name: str) -> bool:
+        return self.raw(name) is not None
+
+    def missing(self, name: str) -> ApiError:
+        return ApiError(Code.BAD_PARAM, f"mandatory parameter '{name}' was not sent or is empty")
+
+    def malformed(self, name: str, what: str) -> ApiError:
+        return ApiError(Code.BAD_PARAM, f"parameter '{name}' {what}")
+
+    def text(self, name: str, *, required: bool = False) -> str | None:
+        value = self.raw(name)
+        if value is None:
+            if required:
+                raise self.missing(name)
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int | Decimal):
+            raise self.malformed(name, "must be a string")
+        return str(value)
+
+    def symbol(self, name: str = "symbol", *, required: bool = True) -> str | None:
+        value = self.text(name, required=required)
+        if value is None:
+            return None
+        if not _SYMBOL.fullmatch(value):
+            raise ApiError(Code.ILLEGAL_CHARS, f"illegal characters in parameter '{name}'")
+        return value.upper()
+
+    def choice(
+        self, name: str, allowed: Iterable[str], code: Code, *, required: bool = True
+    ) -> str | None:
+        value = self.text(name, required=required)
+        if value is None:
+            return None
+        upper = value.upper()
+        if upper not in allowed:
+            raise ApiError(code, f"invalid {name} {value!r}; expected one of {', '.join(allowed)}")
+        return upper
+
+    def client_id(self, name: str, max_len: int = 64) -> str:
+        value = self.text(name)
+        if value is None:
+            return ""
+        if len(value) > max_len:
+            raise self.malformed(name, f"is longer than {max_len} characters")
+        if not _CLIENT_ID.fullmatch(value):
+            raise ApiError(Code.ILLEGAL_CHARS, f"illegal characters in parameter '{name}'")
+        return value
+
+    def units(self, name: str, decimals: int, *, required: bool = True) -> int | None:
+        """A positive decimal with at most ``decimals`` places, as integer units."""
+        value = self.raw(name)
+        if value is None:
+            if required:
+                raise self.missing(name)
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int | Decimal):
+            raise self.malformed(name, "must be a number")
+        try:
+            units = to_units(value, decimals)
+        except UnitsError as exc:
+            if exc.precision:
+                raise ApiError(
+                    Code.PRECISION, f"parameter '{name}' has more than {decimals} decimal places"
+                ) from None
+            raise self.malformed(name, "must be a decimal number") from None
+        if units <= 0:
+            raise self.malformed(name, "must be greater than zero")
+        return units
+
+    def integer(
+        self, name: str, *, default: int | None = None, minimum: int = 1, maximum: int | None = None
+    ) -> int | None:
+        value = self.raw(name)
+        if value is None:
+            if default is None:
+                return None
+            return default
+        number = parse_int(value)
+        if number is None:
+            raise self.malformed(name, "must be an integer")
+        if number < minimum or (maximum is not None and number > maximum):
+            bound = f" and at most {maximum}" if maximum is not None else ""
+            raise self.malformed(name, f"must be at least {minimum}{bound}")
+        return number
+
+    def limit(self, default: int, maximum: int) -> int:
+        value = self.integer("limit", default=default, minimum=1, maximum=maximum)
+        assert value is not None
+        return value
+
+    def order_id(self, name: str, *, required: bool = False) -> int | None:
+        value = self.raw(name)
+        if value is None:
+            if required:
+                raise self.missing(name)
+            return None
+        number = parse_int(value)
+        if number is None or number <= 0:
+            raise self.malformed(name, "must be a positive integer id")
+        return number
+
+    def list(self, name: str, max_items: int) -> list[Any]:
+        value = self.raw(name)
+        if value is None:
+            raise self.missing(name)
+        if not isinstance(value, list):
+            raise self.malformed(name, "must be an array")
+        if not value:
+            raise self.malformed(name, "must not be empty")
+        if len(value) > max_items:
+            raise ApiError(Code.TOO_MANY_PARAMS, f"'{name}' takes at most {max_items} items")
+        return value
+
+
+def parse_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        return int(value)
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        return int(value)
+    return None

@@ -1,0 +1,290 @@
+"""The spot endpoints of the seed, under /spot/open/sapi/v1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.routing import Route
+
+from tradehall.api import wire
+from tradehall.api.errors import ApiError
+from tradehall.api.http import Call, endpoint
+from tradehall.api.params import Params
+from tradehall.codes import Code, Reject
+from tradehall.engine.commands import CancelBatch, CancelOrder, PlaceBatch, PlaceOrder
+from tradehall.engine.engine import BatchCancelReply
+from tradehall.engine.markets import PairSpec
+from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL, TIME_IN_FORCE, OrderState
+from tradehall.marketdata import parse_interval
+from tradehall.units import pow10
+
+PREFIX = "/spot/open/sapi/v1"
+MAX_BATCH = 10
+
+
+def pair_of(call: Call, params: Params | None = None) -> PairSpec:
+    symbol = (params or call.params).symbol()
+    assert symbol is not None
+    pair = call.exchange.config.markets.pairs.get(symbol)
+    if pair is None:
+        raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
+    return pair
+
+
+# ------------------------------------------------------------------------- public
+
+
+async def ping(call: Call) -> Any:
+    return {}
+
+
+async def server_time(call: Call) -> Any:
+    return {"serverTime": call.now, "timezone": "UTC"}
+
+
+async def symbols(call: Call) -> Any:
+    return {
+        "symbols": [
+            {
+                "symbol": p.symbol,
+                "baseAsset": p.base,
+                "quoteAsset": p.quote,
+                "pricePrecision": p.price_precision,
+                "quantityPrecision": p.quantity_precision,
+            }
+            for p in call.exchange.config.markets.pairs.values()
+        ]
+    }
+
+
+async def depth(call: Call) -> Any:
+    pair = pair_of(call)
+    limit = call.params.limit(100, 100)
+    book = call.exchange.engine.spot.books[pair.symbol]
+    return {
+        "time": call.now,
+        "bids": wire.depth_levels(pair, book.bids.depth(limit)),
+        "asks": wire.depth_levels(pair, book.asks.depth(limit)),
+    }
+
+
+async def ticker(call: Call) -> Any:
+    pair = pair_of(call)
+    return wire.ticker(pair, call.exchange.marketdata.ticker(pair.symbol, call.now), call.now)
+
+
+async def trades(call: Call) -> Any:
+    pair = pair_of(call)
+    limit = call.params.limit(100, 1000)
+    recent = call.exchange.marketdata.recent_trades(pair.symbol, limit)
+    return {"list": [wire.public_trade(pair, t) for t in recent]}
+
+
+async def klines(call: Call) -> Any:
+    pair = pair_of(call)
+    name = call.params.text("interval", required=True)
+    assert name is not None
+    try:
+        interval = parse_interval(name)
+    except ValueError:
+        raise ApiError(
+            Code.BAD_PARAM,
+            f"invalid interval {name!r}; expected 1min, 5min, 15min, 30min, 60min (or 1h),"
+            " 1day, 1week or 1month",
+        ) from None
+    limit = call.params.limit(100, 300)
+    bars = call.exchange.marketdata.klines(pair.symbol, interval, limit, call.now)
+    return [wire.kline(pair, bar) for bar in bars]
+
+
+# ------------------------------------------------------------------------- orders
+
+
+def place_command(
+    call: Call,
+    pair: PairSpec,
+    params: Params,
+    *,
+    type_name: str = "type",
+    dry_run: bool = False,
+) -> PlaceOrder:
+    side = params.choice("side", (BUY, SELL), Code.BAD_SIDE)
+    order_type = params.choice(type_name, (LIMIT, MARKET), Code.BAD_ORDER_TYPE)
+    tif = params.choice("timeInForce", TIME_IN_FORCE, Code.BAD_ORDER_TYPE, required=False)
+    client_id = params.client_id("newClientOrderId")
+    price = qty = quote_qty = 0
+    if order_type == LIMIT:
+        price = params.units("price", pair.price_precision) or 0
+        qty = params.units("volume", pair.quantity_precision) or 0
+    elif side == BUY:
+        amount = params.units("volume", pair.price_precision) or 0
+        quote_qty = amount * pow10(pair.quote_decimals - pair.price_precision)
+    else:
+        qty = params.units("volume", pair.quantity_precision) or 0
+    assert side is not None and order_type is not None
+    return PlaceOrder(
+        call.now,
+        call.account,
+        pair.symbol,
+        side,
+        order_type,
+        price,
+        qty,
+        quote_qty,
+        tif or "GTC",
+        client_id,
+        dry_run,
+    )
+
+
+async def create_order(call: Call) -> Any:
+    pair = pair_of(call)
+    order: OrderState = call.exchange.apply(place_command(call, pair, call.params))
+    await call.durable()
+    return wire.order_created(pair, order)
+
+
+async def test_order(call: Call) -> Any:
+    pair = pair_of(call)
+    call.exchange.apply(place_command(call, pair, call.params, dry_run=True))
+    return {}
+
+
+async def batch_orders(call: Call) -> Any:
+    pair = pair_of(call)
+    commands = []
+    for index, item in enumerate(call.params.list("orders", MAX_BATCH)):
+        if not isinstance(item, dict):
+            raise ApiError(Code.BAD_PARAM, f"orders[{index}] must be an object")
+        try:
+            commands.append(place_command(call, pair, Params(item), type_name="batchType"))
+        except ApiError as exc:
+            raise ApiError(exc.code, f"orders[{index}]: {exc.msg}", exc.status) from None
+    batch = PlaceBatch(call.now, call.account, pair.symbol, tuple(commands))
+    try:
+        placed: list[OrderState] = call.exchange.apply(batch)
+    except Reject as exc:
+        raise ApiError(exc.code, f"batch rejected, no order placed: {exc.msg}") from None
+    await call.durable()
+    return {"ids": [order.id for order in placed]}
+
+
+def order_ref(params: Params) -> tuple[int | None, str | None]:
+    order_id = params.order_id("orderId")
+    client_id = params.client_id("newClientOrderId") or None
+    if order_id is None and client_id is None:
+        raise params.missing("orderId")
+    return order_id, client_id
+
+
+async def find_order(
+    call: Call, pair: PairSpec, order_id: int | None, client_id: str | None
+) -> OrderState:
+    live = call.exchange.engine.spot.find_open(call.account, pair.symbol, order_id, client_id)
+    if live is not None:
+        await call.durable()
+        return live.snapshot()
+    await call.durable()
+    stored = await call.state.read(
+        call.exchange.store.find_order, call.account, pair.symbol, order_id, client_id
+    )
+    if stored is None:
+        raise ApiError(Code.NO_SUCH_ORDER, "order does not exist")
+    return stored
+
+
+async def get_order(call: Call) -> Any:
+    pair = pair_of(call)
+    order_id, client_id = order_ref(call.params)
+    return wire.order_detail(pair, await find_order(call, pair, order_id, client_id))
+
+
+async def cancel_order(call: Call) -> Any:
+    pair = pair_of(call)
+    order_id, client_id = order_ref(call.params)
+    command = CancelOrder(call.now, call.account, pair.symbol, order_id, client_id)
+    try:
+        order: OrderState = call.exchange.apply(command)
+    except Reject as exc:
+        if exc.code != Code.NO_SUCH_ORDER:
+            raise
+        ended = await find_order(call, pair, order_id, client_id)
+        raise ApiError(
+            Code.CANNOT_CANCEL, f"order {ended.id} is {ended.status}; it cannot be canceled"
+        ) from None
+    await call.durable()
+    return wire.order_canceled(pair, order)
+
+
+async def batch_cancel(call: Call) -> Any:
+    pair = pair_of(call)
+    ids = []
+    for index, value in enumerate(call.params.list("orderIds", MAX_BATCH)):
+        order_id = Params({"id": value}).order_id("id", required=True)
+        if order_id is None:
+            raise ApiError(Code.BAD_PARAM, f"orderIds[{index}] must be a positive integer id")
+        ids.append(order_id)
+    reply: BatchCancelReply = call.exchange.apply(
+        CancelBatch(call.now, call.account, pair.symbol, tuple(ids))
+    )
+    await call.durable()
+    return {"success": reply.success, "failed": reply.failed}
+
+
+async def open_orders(call: Call) -> Any:
+    symbol = call.params.symbol(required=False)
+    pairs = call.exchange.config.markets.pairs
+    if symbol is not None and symbol not in pairs:
+        raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
+    limit = call.params.limit(100, 1000)
+    await call.durable()
+    orders = call.exchange.engine.open_orders(call.account, symbol)
+    newest = orders[::-1][:limit]
+    return [wire.open_order(pairs[o.symbol], o.snapshot()) for o in newest]
+
+
+async def my_trades(call: Call) -> Any:
+    pair = pair_of(call)
+    limit = call.params.limit(100, 1000)
+    from_id = call.params.integer("fromId", minimum=0)
+    await call.durable()
+    rows = await call.state.read(
+        call.exchange.store.account_trades, call.account, pair.symbol, limit, from_id
+    )
+    return [wire.account_trade(pair, trade, call.account) for trade in rows]
+
+
+async def account(call: Call) -> Any:
+    await call.durable()
+    exchange = call.exchange
+    amounts = exchange.engine.balances(call.account)
+    return {"balances": wire.balances(exchange.config.markets.assets, amounts)}
+
+
+def routes() -> list[Route]:
+    public = [
+        ("/ping", ping),
+        ("/time", server_time),
+        ("/symbols", symbols),
+        ("/depth", depth),
+        ("/ticker", ticker),
+        ("/trades", trades),
+        ("/klines", klines),
+    ]
+    signed: list[tuple[str, str, Any, bool]] = [
+        ("POST", "/order", create_order, True),
+        ("POST", "/order/test", test_order, True),
+        ("POST", "/batchOrders", batch_orders, True),
+        ("GET", "/order", get_order, False),
+        ("POST", "/cancel", cancel_order, True),
+        ("POST", "/batchCancel", batch_cancel, True),
+        ("GET", "/openOrders", open_orders, False),
+        ("GET", "/myTrades", my_trades, False),
+        ("GET", "/account", account, False),
+    ]
+    out = [Route(PREFIX + path, endpoint(fn), methods=["GET"]) for path, fn in public]
+    out += [
+        Route(PREFIX + path, endpoint(fn, signed=True, trade=trade), methods=[method])
+        for method, path, fn, trade in signed
+    ]
+    return out

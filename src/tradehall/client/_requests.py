@@ -1,0 +1,282 @@
+"""Everything the sync and async clients share that is not I/O.
+
+Building a request (URL, raw query, body bytes, headers, signature), decoding a response, and
+one factory per endpoint describing the call (method, path, parameters, whether it is signed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx2
+
+from tradehall.client.errors import ApiError
+from tradehall.client.signing import request_path_for_signing, sign, signature_payload
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080"
+SPOT = "/spot/open/sapi/v1"
+MARGIN = SPOT + "/margin"
+
+UNKNOWN_ERROR = -1000
+
+Number = str | int | Decimal
+"""A price, volume or amount: sent as given, a Decimal as its plain string form."""
+OrderId = str | int
+"""An order ID: sent as a string."""
+
+
+# --- values -----------------------------------------------------------------------------------
+
+
+def plain_decimal(value: Decimal) -> str:
+    """Return ``value`` in plain notation (``1E+2`` -> ``100``), keeping its given decimals."""
+    return format(value, "f")
+
+
+def _json_default(value: object) -> Any:
+    if isinstance(value, Decimal):
+        return plain_decimal(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def json_bytes(body: Any) -> bytes:
+    """Serialize ``body`` once to compact JSON bytes (Decimal -> plain string)."""
+    return json.dumps(body, separators=(",", ":"), default=_json_default).encode("utf-8")
+
+
+def _query_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return plain_decimal(value)
+    return str(value)
+
+
+def query_string(params: Mapping[str, Any] | None) -> str:
+    """urlencode ``params`` in insertion order; None omitted, lists/tuples repeat the key."""
+    if not params:
+        return ""
+    pairs: list[tuple[str, str]] = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple):
+            pairs.extend((key, _query_value(item)) for item in value if item is not None)
+        else:
+            pairs.append((key, _query_value(value)))
+    return urlencode(pairs)
+
+
+def compact(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Drop None values, keeping order."""
+    return {key: value for key, value in mapping.items() if value is not None}
+
+
+def merge_headers(base: dict[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
+    """Overlay ``extra`` on ``base``; a header name in ``extra`` replaces any-case duplicates."""
+    if not extra:
+        return base
+    replaced = {name.lower() for name in extra}
+    merged = {k: v for k, v in base.items() if k.lower() not in replaced}
+    merged.update(extra)
+    return merged
+
+
+def wall_clock_ms() -> int:
+    """Current UNIX time in milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One API call as the endpoint methods describe it."""
+
+    method: str
+    path: str
+    params: Mapping[str, Any] | None = None
+    body: Any = None
+    signed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request ready to send: ``content`` is exactly the signed body bytes."""
+
+    method: str
+    url: httpx2.URL
+    content: bytes
+    headers: dict[str, str]
+
+
+def join_url(base_url: str, path: str, params: Mapping[str, Any] | None) -> tuple[str, httpx2.URL]:
+    """Return (path without query, full URL); ``path`` may already carry a raw query."""
+    bare_path, _, raw_query = path.partition("?")
+    extra = query_string(params)
+    query = "&".join(q for q in (raw_query, extra) if q)
+    full = base_url.rstrip("/") + bare_path + (f"?{query}" if query else "")
+    return bare_path, httpx2.URL(full)
+
+
+class RequestBuilder:
+    """Builds (and signs) requests for one base URL and one API key."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        secret: str | None,
+        clock: Callable[[], int] | None,
+    ) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+        self._secret = secret
+        self.clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
+
+    def prepare(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        raw_body: bytes | None = None,
+        signed: bool = True,
+        headers: Mapping[str, str] | None = None,
+        ts: int | None = None,
+    ) -> Prepared:
+        """Build the URL, body bytes and headers once; sign exactly what will be sent."""
+        if body is not None and raw_body is not None:
+            raise ValueError("pass body or raw_body, not both")
+        method = method.upper()
+        bare_path, url = join_url(self.base_url, path, params)
+        if raw_body is not None:
+            content = bytes(raw_body)
+        elif body is not None:
+            content = json_bytes(body)
+        else:
+            content = b""
+        built: dict[str, str] = {"Content-Type": "application/json"}
+        if signed:
+            if self.api_key is None or self._secret is None:
+                raise ValueError("a signed request needs api_key and secret")
+            ts_text = str(self.clock() if ts is None else ts)
+            # The query exactly as httpx2 will put it on the wire.
+            raw_query = url.query.decode("ascii")
+            payload = signature_payload(
+                ts_text, method, request_path_for_signing(bare_path, raw_query), content
+            )
+            built["X-CH-APIKEY"] = self.api_key
+            built["X-CH-TS"] = ts_text
+            built["X-CH-SIGN"] = sign(self._secret, payload)
+        return Prepared(method, url, content, merge_headers(built, headers))
+
+
+# --- responses --------------------------------------------------------------------------------
+
+_NOT_JSON = object()
+
+
+def error_from(status: int, data: Any, text: str) -> ApiError:
+    """Build the ApiError for a response body (decoded ``data``, raw ``text``)."""
+    if isinstance(data, dict):
+        code = data.get("code")
+        msg = data.get("msg")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return ApiError(status, code, msg if isinstance(msg, str) else text)
+    return ApiError(status, UNKNOWN_ERROR, text)
+
+
+def decode_response(response: httpx2.Response) -> Any:
+    """Return the decoded JSON, or raise ApiError (status >= 400, a ``code`` key, or not JSON)."""
+    try:
+        data: Any = json.loads(response.content)
+    except ValueError:
+        data = _NOT_JSON
+    status = response.status_code
+    if status >= 400 or data is _NOT_JSON or (isinstance(data, dict) and "code" in data):
+        raise error_from(status, data, response.text)
+    return data
+
+
+# --- endpoints --------------------------------------------------------------------------------
+
+
+def order_body(
+    symbol: str,
+    side: str,
+    type: str,
+    volume: Number,
+    price: Number | None,
+    client_order_id: str | None,
+    time_in_force: str | None,
+    recv_window: int | str | None,
+) -> dict[str, Any]:
+    """Body of a spot/margin order creation, Nones omitted."""
+    return compact(
+        {
+            "symbol": symbol,
+            "side": side,
+            "type": type,
+            "volume": volume,
+            "price": price,
+            "newClientOrderId": client_order_id,
+            "timeInForce": time_in_force,
+            "recvWindow": recv_window,
+        }
+    )
+
+
+def _order_ref(
+    symbol: str, order_id: OrderId | None, client_order_id: str | None
+) -> dict[str, Any]:
+    return compact(
+        {
+            "orderId": None if order_id is None else str(order_id),
+            "newClientOrderId": client_order_id,
+            "symbol": symbol,
+        }
+    )
+
+
+def public(path: str, params: Mapping[str, Any] | None = None) -> Call:
+    """An unsigned spot GET."""
+    return Call("GET", SPOT + path, params=params)
+
+
+def signed_get(prefix: str, path: str, params: Mapping[str, Any] | None = None) -> Call:
+    """A signed GET under ``prefix``."""
+    return Call("GET", prefix + path, params=params, signed=True)
+
+
+def signed_post(prefix: str, path: str, body: Any) -> Call:
+    """A signed POST under ``prefix``."""
+    return Call("POST", prefix + path, body=body, signed=True)
+
+
+def get_order(prefix: str, symbol: str, order_id: OrderId | None, cid: str | None) -> Call:
+    """GET /order by orderId and/or newClientOrderId."""
+    return signed_get(prefix, "/order", _order_ref(symbol, order_id, cid))
+
+
+def cancel_order(prefix: str, symbol: str, order_id: OrderId | None, cid: str | None) -> Call:
+    """POST /cancel by orderId and/or newClientOrderId."""
+    return signed_post(prefix, "/cancel", _order_ref(symbol, order_id, cid))
+
+
+def open_orders(prefix: str, symbol: str, limit: int | None) -> Call:
+    """GET /openOrders."""
+    return signed_get(prefix, "/openOrders", {"symbol": symbol, "limit": limit})
+
+
+def my_trades(prefix: str, symbol: str, limit: int | None, from_id: int | None) -> Call:
+    """GET /myTrades."""
+    return signed_get(prefix, "/myTrades", {"symbol": symbol, "limit": limit, "fromId": from_id})

@@ -1,0 +1,123 @@
+"""Synchronous client for the server's local admin API (``/admin/v1``, bearer token)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from types import TracebackType
+from typing import Any, Self
+
+import httpx2
+
+from tradehall.client import _requests as r
+
+__all__ = ["AdminClient"]
+
+ADMIN = "/admin/v1"
+
+
+class AdminClient:
+    """Admin client; every request carries ``Authorization: Bearer <token>``.
+
+    Pass ``http`` to reuse an existing ``httpx2.Client``; it is then not closed by ``close()``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        http: httpx2.Client | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.base_url = base_url
+        self._token = token
+        self._owns_http = http is None
+        self._http = http if http is not None else httpx2.Client(timeout=timeout)
+
+    def close(self) -> None:
+        """Close the HTTP client if this object created it."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx2.Response:
+        """Send one request (``path`` is the full URL path) and return the raw response."""
+        _, url = r.join_url(self.base_url, path, params)
+        content = b"" if body is None else r.json_bytes(body)
+        built = {"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"}
+        return self._http.request(
+            method.upper(), url, content=content, headers=r.merge_headers(built, headers)
+        )
+
+    def _get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return r.decode_response(self.request("GET", ADMIN + path, params=params))
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> Any:
+        return r.decode_response(self.request("POST", ADMIN + path, body=r.compact(body)))
+
+    def create_user(self, name: str | None = None) -> Any:
+        """POST /admin/v1/users."""
+        return self._post("/users", {"name": name})
+
+    def list_users(self) -> Any:
+        """GET /admin/v1/users."""
+        return self._get("/users")
+
+    def create_key(
+        self, user_id: int, *, read_only: bool = False, ips: list[str] | None = None
+    ) -> Any:
+        """POST /admin/v1/keys."""
+        return self._post("/keys", {"userId": user_id, "readOnly": read_only, "ips": ips})
+
+    def revoke_key(self, api_key: str) -> Any:
+        """POST /admin/v1/keys/revoke."""
+        return self._post("/keys/revoke", {"apiKey": api_key})
+
+    def deposit(
+        self, user_id: int, asset: str, amount: str | Decimal, tx_id: str | None = None
+    ) -> Any:
+        """POST /admin/v1/deposit."""
+        body = {"userId": user_id, "asset": asset, "amount": amount, "txId": tx_id}
+        return self._post("/deposit", body)
+
+    def withdraw(
+        self, user_id: int, asset: str, amount: str | Decimal, tx_id: str | None = None
+    ) -> Any:
+        """POST /admin/v1/withdraw."""
+        body = {"userId": user_id, "asset": asset, "amount": amount, "txId": tx_id}
+        return self._post("/withdraw", body)
+
+    def balances(self, user_id: int) -> Any:
+        """GET /admin/v1/balances?userId=."""
+        return self._get("/balances", {"userId": user_id})
+
+    def markets(self) -> Any:
+        """GET /admin/v1/markets."""
+        return self._get("/markets")
+
+    def audit(self) -> Any:
+        """GET /admin/v1/audit."""
+        return self._get("/audit")
+
+    def status(self) -> Any:
+        """GET /admin/v1/status."""
+        return self._get("/status")

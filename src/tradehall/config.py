@@ -1,0 +1,489 @@
+"""Loading and validating the TOML configuration (server settings, assets and spot pairs).
+
+Every problem is reported as a ConfigError whose text is one line of the form
+``<file>:<line>: <field>: <problem>``. tomllib reports lines only for syntax errors, so for
+semantic errors the line is located in the raw text by ``locate_line``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from importlib import resources
+
+from tradehall.engine.markets import FEE_RATE_DECIMALS, AssetSpec, MarketsSpec, PairSpec
+from tradehall.units import UnitsError, to_units
+
+BUILTIN_SOURCE = "<built-in>"
+
+_NAME_RE = re.compile(r"[A-Z0-9]{1,20}")
+_MAX_PLACES = 18
+_MAX_FEE_RATE = Decimal("0.1")
+_SYNCHRONOUS_LEVELS = ("full", "normal")
+
+_TOP_KEYS = ("server", "assets", "pairs")
+_SERVER_KEYS = ("host", "port", "data_dir", "sqlite_synchronous", "rate_limits")
+_ASSET_KEYS = ("name", "decimals")
+_PAIR_KEYS = (
+    "symbol",
+    "base",
+    "quote",
+    "price_precision",
+    "quantity_precision",
+    "min_quantity",
+    "min_notional",
+    "maker_fee",
+    "taker_fee",
+    "market_orders",
+    "trading",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: str = "./tradehall-data"
+    sqlite_synchronous: str = "full"
+    """SQLite PRAGMA synchronous level: "full" or "normal"."""
+    rate_limits: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    server: ServerConfig
+    markets: MarketsSpec
+    source: str
+    """The file path the configuration came from, or "<built-in>"."""
+
+
+class ConfigError(Exception):
+    """A configuration problem; ``str(err)`` is one line: ``<file>:<line>: <field>: <problem>``.
+
+    The line is omitted when unknown, the field when the problem is not about one field
+    (an unreadable file).
+    """
+
+    def __init__(
+        self, source: str, problem: str, *, line: int | None = None, field: str | None = None
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.field = field
+        self.problem = problem
+        where = source if line is None else f"{source}:{line}"
+        super().__init__(": ".join(part for part in (where, field, problem) if part))
+
+
+# --- entry points ---------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load the configuration file at ``path``, or the built-in default when ``path`` is None."""
+    if path is None:
+        text = resources.files("tradehall").joinpath("default_config.toml").read_text("utf-8")
+        return parse_config(text, BUILTIN_SOURCE)
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise ConfigError(source, f"cannot read file: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(source, f"not valid UTF-8 (byte offset {err.start})") from None
+    return parse_config(text, source)
+
+
+def parse_config(text: str, source: str) -> Config:
+    """Parse and validate configuration ``text``; ``source`` names it in errors and the result."""
+    doc = _Document(source, text)
+    root = _parse_toml(text, source)
+    doc.check_keys(root, "", _TOP_KEYS)
+    server = _server_config(doc, root.get("server", {}))
+    assets = _assets(doc, root.get("assets"))
+    pairs = _pairs(doc, root.get("pairs"), assets)
+    return Config(server=server, markets=MarketsSpec(assets=assets, pairs=pairs), source=source)
+
+
+# --- locating lines ---------------------------------------------------------------------------
+
+_ARRAY_HEADER_RE = re.compile(r"\s*\[\[\s*([^\[\]]+?)\s*\]\]\s*(?:#.*)?")
+_TABLE_HEADER_RE = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?")
+_BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+_FIELD_RE = re.compile(r"([A-Za-z0-9_-]+)(?:\[(\d+)\])?(?:\.(.+))?")
+
+
+def locate_line(
+    text: str, table: str, index: int | None = None, key: str | None = None
+) -> int | None:
+    """The 1-based line of ``table[index].key`` (or ``table.key`` when ``index`` is None).
+
+    Finds the (index+1)-th ``[[table]]`` header (or the ``[table]`` header), then the first
+    line after it, before the next header, that assigns ``key``. Falls back to the header's
+    line when the key is not there, and to a top-level ``table = ...`` line when there is no
+    header. None when nothing matches.
+    """
+    lines = text.splitlines()
+    header = _find_header(lines, table, index)
+    if header is None:
+        return _find_key(lines, 0, table)
+    if key is not None:
+        found = _find_key(lines, header + 1, key)
+        if found is not None:
+            return found
+    return header + 1
+
+
+def _header_name(line: str) -> tuple[str, bool] | None:
+    """(table name, is array-of-tables) when ``line`` is a table header."""
+    match = _ARRAY_HEADER_RE.fullmatch(line)
+    if match:
+        return _unquote(match.group(1)), True
+    match = _TABLE_HEADER_RE.fullmatch(line)
+    if match:
+        return _unquote(match.group(1)), False
+    return None
+
+
+def _find_header(lines: list[str], table: str, index: int | None) -> int | None:
+    """0-based index of the header line of ``table`` (its ``index``-th array element)."""
+    seen = 0
+    for number, line in enumerate(lines):
+        header = _header_name(line)
+        if header is None or header[0] != table:
+            continue
+        if index is None:
+            return number
+        if header[1]:
+            if seen == index:
+                return number
+            seen += 1
+    return None
+
+
+def _find_key(lines: list[str], start: int, key: str) -> int | None:
+    """1-based line assigning ``key`` at or after 0-based ``start``, before the next header."""
+    pattern = re.compile(rf"\s*(?:{re.escape(key)}|\"{re.escape(key)}\"|'{re.escape(key)}')\s*=")
+    for number in range(start, len(lines)):
+        if _header_name(lines[number]) is not None:
+            return None
+        if pattern.match(lines[number]):
+            return number + 1
+    return None
+
+
+def _unquote(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "\"'":
+        return name[1:-1]
+    return name
+
+
+def _locate_field(text: str, field: str) -> int | None:
+    """The line of a field path such as ``pairs[1].quote``, ``server.port`` or ``assets``."""
+    match = _FIELD_RE.fullmatch(field)
+    if match is None:
+        return None
+    table, index, key = match.groups()
+    return locate_line(text, table, None if index is None else int(index), key)
+
+
+# --- TOML and typed access --------------------------------------------------------------------
+
+_TOML_POSITION_RE = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)$")
+
+
+def _parse_toml(text: str, source: str) -> dict[str, object]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise _syntax_error(err, text, source) from None
+
+
+def _syntax_error(err: tomllib.TOMLDecodeError, text: str, source: str) -> ConfigError:
+    """One line ``<file>:<line>: TOML syntax: <message> (column N)`` from tomllib's message."""
+    message = " ".join(str(err).split()) or "invalid TOML"
+    line: int | None = None
+    match = _TOML_POSITION_RE.search(message)
+    if match is not None:
+        message = message[: match.start()]
+        if match.group(1) is None:
+            line = max(1, len(text.splitlines()))
+            message += " (at end of file)"
+        else:
+            line = int(match.group(1))
+            message += f" (column {match.group(2)})"
+    return ConfigError(source, message, line=line, field="TOML syntax")
+
+
+@dataclass(frozen=True, slots=True)
+class _Document:
+    """The configuration text being validated: builds errors that carry their line."""
+
+    source: str
+    text: str
+
+    def error(self, field: str, problem: str) -> ConfigError:
+        return ConfigError(
+            self.source, problem, line=_locate_field(self.text, field), field=field or None
+        )
+
+    def check_keys(self, table: dict[str, object], path: str, allowed: tuple[str, ...]) -> None:
+        """Reject keys of ``table`` that are not in ``allowed`` (typo protection)."""
+        for key in table:
+            if key not in allowed:
+                shown = key if _BARE_KEY_RE.fullmatch(key) else json.dumps(key)
+                field = f"{path}.{shown}" if path else shown
+                raise self.error(field, f"unknown key{_suggestion(key, allowed)}")
+
+    def table(self, value: object, field: str) -> dict[str, object]:
+        if not isinstance(value, dict):
+            raise self.error(field, f"must be a table, not {_type_name(value)}")
+        return value
+
+    def array_of_tables(self, value: object, field: str) -> list[dict[str, object]]:
+        if value is None:
+            raise self.error(field, f"missing: at least one [[{field}]] table is required")
+        if not isinstance(value, list):
+            raise self.error(field, f"must be an array of tables, not {_type_name(value)}")
+        if not value:
+            raise self.error(field, f"must not be empty: at least one [[{field}]] is required")
+        return [self.table(item, f"{field}[{i}]") for i, item in enumerate(value)]
+
+
+def _suggestion(key: str, allowed: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (allowed: {', '.join(allowed)})"
+
+
+_TYPE_NAMES = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a float",
+    str: "a string",
+    list: "an array",
+    dict: "a table",
+}
+
+
+def _type_name(value: object) -> str:
+    return _TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
+
+
+def _plain(value: Decimal) -> str:
+    """``value`` as plain decimal text (``0.0000001`` rather than ``1E-7``) when not huge."""
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and -40 <= exponent <= 40:
+        return format(value, "f")
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """Typed, validated access to the values of one TOML table at field path ``path``."""
+
+    doc: _Document
+    values: dict[str, object]
+    path: str
+
+    def field(self, key: str) -> str:
+        return f"{self.path}.{key}"
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return self.doc.error(self.field(key), problem)
+
+    def get(self, key: str) -> object:
+        if key not in self.values:
+            raise self.error(key, "missing required key")
+        return self.values[key]
+
+    def string(self, key: str, default: str | None = None) -> str:
+        value = self.values.get(key, default) if default is not None else self.get(key)
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a string, not {_type_name(value)}")
+        return value
+
+    def boolean(self, key: str, default: bool | None = None) -> bool:
+        value = self.values.get(key, default) if default is not None else self.get(key)
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, not {_type_name(value)}")
+        return value
+
+    def integer(self, key: str, low: int, high: int, default: int | None = None) -> int:
+        value = self.values.get(key, default) if default is not None else self.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, not {_type_name(value)}")
+        if not low <= value <= high:
+            raise self.error(key, f"must be between {low} and {high}, got {value}")
+        return value
+
+    def decimal(self, key: str) -> Decimal:
+        """A string or TOML number as an exact Decimal (floats via their shortest repr)."""
+        value = self.get(key)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.error(key, f"must be a decimal string or number, not {_type_name(value)}")
+        try:
+            result = Decimal(repr(value) if isinstance(value, float) else value)
+        except InvalidOperation:
+            raise self.error(key, f"not a decimal number: {value!r}") from None
+        if not result.is_finite():
+            raise self.error(key, f"must be a finite number, got {value!r}")
+        return result
+
+    def units(self, key: str, value: Decimal, places: int, why: str) -> int:
+        """``value`` in integer units of 10**-places; ``why`` explains where ``places`` is from."""
+        try:
+            return to_units(value, places)
+        except UnitsError as err:
+            if err.precision:
+                problem = f"{_plain(value)} has more than {places} decimal places ({why})"
+                raise self.error(key, problem) from None
+            raise self.error(key, f"{_plain(value)}: {err}") from None
+
+
+# --- sections ---------------------------------------------------------------------------------
+
+
+def _server_config(doc: _Document, value: object) -> ServerConfig:
+    table = _Table(doc, doc.table(value, "server"), "server")
+    doc.check_keys(table.values, "server", _SERVER_KEYS)
+    defaults = ServerConfig()
+    host = table.string("host", defaults.host)
+    if not host.strip():
+        raise table.error("host", "must not be empty")
+    data_dir = table.string("data_dir", defaults.data_dir)
+    if not data_dir.strip():
+        raise table.error("data_dir", "must not be empty")
+    synchronous = table.string("sqlite_synchronous", defaults.sqlite_synchronous)
+    if synchronous not in _SYNCHRONOUS_LEVELS:
+        choices = " or ".join(repr(level) for level in _SYNCHRONOUS_LEVELS)
+        raise table.error("sqlite_synchronous", f"must be {choices}, got {synchronous!r}")
+    return ServerConfig(
+        host=host,
+        port=table.integer("port", 1, 65535, defaults.port),
+        data_dir=data_dir,
+        sqlite_synchronous=synchronous,
+        rate_limits=table.boolean("rate_limits", defaults.rate_limits),
+    )
+
+
+def _name(table: _Table, key: str) -> str:
+    """An asset name or symbol: upper-cased, 1..20 characters of A-Z and 0-9."""
+    name = table.string(key).upper()
+    if not _NAME_RE.fullmatch(name):
+        raise table.error(key, f"must be 1 to 20 characters A-Z and 0-9, got {name!r}")
+    return name
+
+
+def _assets(doc: _Document, value: object) -> dict[str, AssetSpec]:
+    assets: dict[str, AssetSpec] = {}
+    for i, values in enumerate(doc.array_of_tables(value, "assets")):
+        table = _Table(doc, values, f"assets[{i}]")
+        doc.check_keys(values, table.path, _ASSET_KEYS)
+        name = _name(table, "name")
+        if name in assets:
+            raise table.error("name", f"duplicate asset {name!r}")
+        assets[name] = AssetSpec(name=name, decimals=table.integer("decimals", 0, _MAX_PLACES))
+    return assets
+
+
+def _pairs(doc: _Document, value: object, assets: dict[str, AssetSpec]) -> dict[str, PairSpec]:
+    pairs: dict[str, PairSpec] = {}
+    for i, values in enumerate(doc.array_of_tables(value, "pairs")):
+        table = _Table(doc, values, f"pairs[{i}]")
+        doc.check_keys(values, table.path, _PAIR_KEYS)
+        pair = _pair(table, assets)
+        if pair.symbol in pairs:
+            raise table.error("symbol", f"duplicate symbol {pair.symbol!r}")
+        pairs[pair.symbol] = pair
+    return pairs
+
+
+def _asset_ref(table: _Table, key: str, assets: dict[str, AssetSpec]) -> AssetSpec:
+    name = table.string(key).upper()
+    if name not in assets:
+        raise table.error(key, f"unknown asset {name!r}")
+    return assets[name]
+
+
+def _pair(table: _Table, assets: dict[str, AssetSpec]) -> PairSpec:
+    symbol = _name(table, "symbol")
+    base = _asset_ref(table, "base", assets)
+    quote = _asset_ref(table, "quote", assets)
+    if base.name == quote.name:
+        raise table.error("quote", f"must differ from base (both are {base.name!r})")
+    price_precision = table.integer("price_precision", 0, _MAX_PLACES)
+    quantity_precision = table.integer("quantity_precision", 0, _MAX_PLACES)
+    _check_exact_amounts(table, base, quote, price_precision, quantity_precision)
+    return PairSpec(
+        symbol=symbol,
+        base=base.name,
+        quote=quote.name,
+        price_precision=price_precision,
+        quantity_precision=quantity_precision,
+        min_quantity=_min_quantity(table, quantity_precision),
+        min_notional=_min_notional(table, quote),
+        maker_fee=_fee_rate(table, "maker_fee"),
+        taker_fee=_fee_rate(table, "taker_fee"),
+        market_orders=table.boolean("market_orders", True),
+        trading=table.boolean("trading", True),
+        base_decimals=base.decimals,
+        quote_decimals=quote.decimals,
+    )
+
+
+def _check_exact_amounts(
+    table: _Table, base: AssetSpec, quote: AssetSpec, price_precision: int, quantity_precision: int
+) -> None:
+    """Every price x quantity, and every quantity, must be a whole number of asset units."""
+    places = price_precision + quantity_precision
+    if quote.decimals < places:
+        raise table.error(
+            "price_precision",
+            f"price_precision + quantity_precision = {places} exceeds the {quote.decimals} "
+            f"decimals of quote asset {quote.name}; every price x quantity must be exact "
+            f"in integer {quote.name} units",
+        )
+    if base.decimals < quantity_precision:
+        raise table.error(
+            "quantity_precision",
+            f"quantity_precision = {quantity_precision} exceeds the {base.decimals} decimals "
+            f"of base asset {base.name}; every quantity must be exact in integer "
+            f"{base.name} units",
+        )
+
+
+def _min_quantity(table: _Table, quantity_precision: int) -> int:
+    """In lots of 10**-quantity_precision base."""
+    value = table.decimal("min_quantity")
+    if value <= 0:
+        raise table.error("min_quantity", f"must be greater than 0, got {_plain(value)}")
+    why = f"quantity_precision is {quantity_precision}"
+    return table.units("min_quantity", value, quantity_precision, why)
+
+
+def _min_notional(table: _Table, quote: AssetSpec) -> int:
+    """In units of the quote asset."""
+    value = table.decimal("min_notional")
+    if value < 0:
+        raise table.error("min_notional", f"must not be negative, got {_plain(value)}")
+    why = f"quote asset {quote.name} has {quote.decimals} decimals"
+    return table.units("min_notional", value, quote.decimals, why)
+
+
+def _fee_rate(table: _Table, key: str) -> int:
+    """In units of 10**-FEE_RATE_DECIMALS."""
+    value = table.decimal(key)
+    if not 0 <= value < _MAX_FEE_RATE:
+        problem = f"must be at least 0 and less than {_MAX_FEE_RATE}, got {_plain(value)}"
+        raise table.error(key, problem)
+    why = f"fee rates are in units of 1e-{FEE_RATE_DECIMALS}"
+    return table.units(key, value, FEE_RATE_DECIMALS, why)

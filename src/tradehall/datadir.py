@@ -1,0 +1,84 @@
+"""The data folder: database, admin token, the running server's address, and the lock that
+keeps two processes from owning the same store."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class DataDirBusy(Exception):
+    """Another process (a running server, or another offline command) owns the folder."""
+
+
+class DataDir:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    @property
+    def db_path(self) -> Path:
+        return self.path / "tradehall.db"
+
+    @property
+    def token_path(self) -> Path:
+        return self.path / "admin.token"
+
+    @property
+    def server_path(self) -> Path:
+        return self.path / "server.json"
+
+    def ensure(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def admin_token(self) -> str:
+        """The admin API token, created on first use, readable by the owner only (0600)."""
+        self.ensure()
+        try:
+            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return self.token_path.read_text().strip()
+        token = secrets.token_hex(32)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        return token
+
+    def read_token(self) -> str | None:
+        try:
+            return self.token_path.read_text().strip() or None
+        except OSError:
+            return None
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        self.ensure()
+        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise DataDirBusy(f"{self.path} is in use by another tradehall process") from None
+            yield
+        finally:
+            os.close(fd)
+
+    def write_server(self, host: str, port: int) -> None:
+        tmp = self.server_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}))
+        tmp.replace(self.server_path)
+
+    def read_server(self) -> dict[str, Any] | None:
+        try:
+            info = json.loads(self.server_path.read_text())
+        except (OSError, ValueError):
+            return None
+        return info if isinstance(info, dict) else None
+
+    def clear_server(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.server_path.unlink()

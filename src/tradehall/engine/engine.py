@@ -1,0 +1,202 @@
+"""The engine: applies one command at a time and returns the events it caused.
+
+Pure: no I/O, no clock. A command that is refused raises ``Reject`` before it changes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tradehall.codes import Code, Reject
+from tradehall.engine.commands import (
+    CancelBatch,
+    CancelOrder,
+    Command,
+    Deposit,
+    PlaceBatch,
+    PlaceOrder,
+    Withdraw,
+)
+from tradehall.engine.events import Event, TransferDone
+from tradehall.engine.ledger import Ledger
+from tradehall.engine.markets import MarketsSpec
+from tradehall.engine.orders import Order, OrderState
+from tradehall.engine.spot import FEE_ACCOUNT, SpotMarkets
+
+
+@dataclass(frozen=True, slots=True)
+class TransferReply:
+    transfer_id: int
+    duplicate: bool
+    """True when the tx id had already been applied with the same values: nothing changed."""
+    free: int
+    locked: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCancelReply:
+    success: list[int]
+    failed: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class TransferRecord:
+    id: int
+    account: int
+    asset: str
+    amount: int
+    """Positive for a deposit, negative for a withdrawal."""
+
+
+class Result:
+    __slots__ = ("events", "reply")
+
+    def __init__(self, events: list[Event], reply: Any) -> None:
+        self.events = events
+        self.reply = reply
+
+
+class Engine:
+    def __init__(self, markets: MarketsSpec) -> None:
+        self.markets = markets
+        self._events: list[Event] = []
+        self.ledger = Ledger(self._events)
+        self.spot = SpotMarkets(markets.pairs, self.ledger, self._events)
+        self.transfers: dict[str, TransferRecord] = {}
+        self.next_transfer_id = 1
+        self._handlers: dict[type[Any], Callable[[Any], Any]] = {
+            PlaceOrder: self._place,
+            PlaceBatch: self._place_batch,
+            CancelOrder: self._cancel,
+            CancelBatch: self._cancel_batch,
+            Deposit: self._deposit,
+            Withdraw: self._withdraw,
+        }
+
+    def apply(self, cmd: Command) -> Result:
+        events: list[Event] = []
+        self.ledger.events = events
+        self.spot.events = events
+        reply = self._handlers[type(cmd)](cmd)
+        return Result(events, reply)
+
+    # ----------------------------------------------------------------- commands
+
+    def _place(self, cmd: PlaceOrder) -> OrderState | None:
+        pair, hold = self.spot.validate(cmd)
+        self.spot.check_funds(cmd.account, [hold])
+        if cmd.dry_run:
+            return None
+        return self.spot.place(cmd, pair, hold)
+
+    def _place_batch(self, cmd: PlaceBatch) -> list[OrderState]:
+        checked = [self.spot.validate(order) for order in cmd.orders]
+        self.spot.check_funds(cmd.account, [hold for _, hold in checked])
+        return [
+            self.spot.place(order, pair, hold)
+            for order, (pair, hold) in zip(cmd.orders, checked, strict=True)
+        ]
+
+    def _cancel(self, cmd: CancelOrder) -> OrderState:
+        self.spot.pair(cmd.symbol)
+        order = self.spot.find_open(cmd.account, cmd.symbol, cmd.order_id, cmd.client_id)
+        if order is None:
+            raise Reject(Code.NO_SUCH_ORDER, "no such open order")
+        return self.spot.cancel_resting(self.spot.books[cmd.symbol], order, cmd.ts)
+
+    def _cancel_batch(self, cmd: CancelBatch) -> BatchCancelReply:
+        self.spot.pair(cmd.symbol)
+        success: list[int] = []
+        failed: list[int] = []
+        book = self.spot.books[cmd.symbol]
+        for order_id in cmd.order_ids:
+            order = self.spot.find_open(cmd.account, cmd.symbol, order_id, None)
+            if order is None:
+                failed.append(order_id)
+            else:
+                self.spot.cancel_resting(book, order, cmd.ts)
+                success.append(order_id)
+        return BatchCancelReply(success, failed)
+
+    def _transfer_seen(self, cmd: Deposit | Withdraw, amount: int) -> TransferReply | None:
+        record = self.transfers.get(cmd.tx_id)
+        if record is None:
+            return None
+        if (record.account, record.asset, record.amount) != (cmd.account, cmd.asset, amount):
+            raise Reject(Code.BAD_PARAM, f"txId {cmd.tx_id!r} was already used with other values")
+        free, locked = self.ledger.get(cmd.account, cmd.asset)
+        return TransferReply(record.id, True, free, locked)
+
+    def _check_transfer(self, cmd: Deposit | Withdraw) -> None:
+        if cmd.asset not in self.markets.assets:
+            raise Reject(Code.BAD_PARAM, f"unknown asset {cmd.asset!r}")
+        if cmd.amount <= 0:
+            raise Reject(Code.BAD_PARAM, "amount must be positive")
+        if not cmd.tx_id or len(cmd.tx_id) > 128:
+            raise Reject(Code.BAD_PARAM, "txId must be 1 to 128 characters")
+        if cmd.account == FEE_ACCOUNT:
+            raise Reject(Code.BAD_PARAM, "the fee account takes no transfers")
+
+    def _deposit(self, cmd: Deposit) -> TransferReply:
+        self._check_transfer(cmd)
+        seen = self._transfer_seen(cmd, cmd.amount)
+        if seen is not None:
+            return seen
+        transfer_id = self.next_transfer_id
+        self.ledger.deposit(cmd.account, cmd.asset, cmd.amount, transfer_id)
+        return self._record_transfer(cmd, transfer_id, cmd.amount)
+
+    def _withdraw(self, cmd: Withdraw) -> TransferReply:
+        self._check_transfer(cmd)
+        seen = self._transfer_seen(cmd, -cmd.amount)
+        if seen is not None:
+            return seen
+        transfer_id = self.next_transfer_id
+        self.ledger.withdraw(cmd.account, cmd.asset, cmd.amount, transfer_id)
+        return self._record_transfer(cmd, transfer_id, -cmd.amount)
+
+    def _record_transfer(
+        self, cmd: Deposit | Withdraw, transfer_id: int, amount: int
+    ) -> TransferReply:
+        self.next_transfer_id += 1
+        self.transfers[cmd.tx_id] = TransferRecord(transfer_id, cmd.account, cmd.asset, amount)
+        self.ledger.events.append(
+            TransferDone(transfer_id, cmd.tx_id, cmd.account, cmd.asset, amount, cmd.ts)
+        )
+        free, locked = self.ledger.get(cmd.account, cmd.asset)
+        return TransferReply(transfer_id, False, free, locked)
+
+    # ----------------------------------------------------------------- queries
+
+    def open_orders(self, account: int, symbol: str | None = None) -> list[Order]:
+        """Open orders of an account, oldest first."""
+        orders = self.spot.by_account.get(account)
+        if not orders:
+            return []
+        return [o for o in orders.values() if symbol is None or o.symbol == symbol]
+
+    def balances(self, account: int) -> dict[str, tuple[int, int]]:
+        return {asset: self.ledger.get(account, asset) for asset in self.markets.assets}
+
+    # ----------------------------------------------------------------- recovery
+
+    def restore_balance(self, account: int, asset: str, free: int, locked: int) -> None:
+        self.ledger.balances[(account, asset)] = [free, locked]
+
+    def restore_transfer(self, tx_id: str, record: TransferRecord) -> None:
+        self.transfers[tx_id] = record
+        self.ledger.external[record.asset] = (
+            self.ledger.external.get(record.asset, 0) + record.amount
+        )
+        self.next_transfer_id = max(self.next_transfer_id, record.id + 1)
+
+    def restore_orders(self, orders: Iterable[Order]) -> None:
+        """Recovered open orders, in ascending id (= original arrival) order."""
+        for order in orders:
+            self.spot.restore(order)
+
+    def restore_counters(self, next_order_id: int, next_trade_id: int) -> None:
+        self.spot.next_order_id = max(self.spot.next_order_id, next_order_id)
+        self.spot.next_trade_id = max(self.spot.next_trade_id, next_trade_id)

@@ -1,0 +1,71 @@
+"""Balances with double-entry bookkeeping: every change is an entry, so conservation is checkable.
+
+Per asset, the sum over all accounts of free + locked always equals what came in by deposits
+minus what went out by withdrawals (``external``); moves between accounts net to zero.
+"""
+
+from __future__ import annotations
+
+from tradehall.codes import Code, Reject
+from tradehall.engine.events import BalanceChanged, Event
+
+MAX_BALANCE = 2**63 - 1
+"""Balances are stored as signed 64-bit integers; nothing may push one past this."""
+
+
+class Ledger:
+    __slots__ = ("balances", "events", "external")
+
+    def __init__(self, events: list[Event]) -> None:
+        self.balances: dict[tuple[int, str], list[int]] = {}
+        """(account, asset) -> [free, locked]."""
+        self.external: dict[str, int] = {}
+        """asset -> deposits - withdrawals."""
+        self.events = events
+        """The engine's event sink for the command being applied."""
+
+    def get(self, account: int, asset: str) -> tuple[int, int]:
+        bal = self.balances.get((account, asset))
+        return (bal[0], bal[1]) if bal is not None else (0, 0)
+
+    def free(self, account: int, asset: str) -> int:
+        bal = self.balances.get((account, asset))
+        return bal[0] if bal is not None else 0
+
+    def change(
+        self, account: int, asset: str, d_free: int, d_locked: int, reason: str, ref: int
+    ) -> None:
+        """Apply one entry. Callers check sufficiency first; a negative result is a bug."""
+        key = (account, asset)
+        bal = self.balances.get(key)
+        if bal is None:
+            bal = self.balances[key] = [0, 0]
+        free = bal[0] + d_free
+        locked = bal[1] + d_locked
+        if free < 0 or locked < 0:
+            raise AssertionError(f"negative balance {key}: free={free} locked={locked}")
+        bal[0] = free
+        bal[1] = locked
+        self.events.append(
+            BalanceChanged(account, asset, d_free, d_locked, free, locked, reason, ref)
+        )
+
+    def deposit(self, account: int, asset: str, amount: int, ref: int) -> None:
+        free, locked = self.get(account, asset)
+        if free + locked + amount > MAX_BALANCE:
+            raise Reject(Code.BAD_PARAM, "amount would overflow the balance")
+        self.external[asset] = self.external.get(asset, 0) + amount
+        self.change(account, asset, amount, 0, "deposit", ref)
+
+    def withdraw(self, account: int, asset: str, amount: int, ref: int) -> None:
+        if self.free(account, asset) < amount:
+            raise Reject(Code.INSUFFICIENT_BALANCE, "insufficient balance")
+        self.external[asset] = self.external.get(asset, 0) - amount
+        self.change(account, asset, -amount, 0, "withdraw", ref)
+
+    def totals(self) -> dict[str, int]:
+        """Per asset, free + locked summed over every account."""
+        out: dict[str, int] = {}
+        for (_, asset), (free, locked) in self.balances.items():
+            out[asset] = out.get(asset, 0) + free + locked
+        return out

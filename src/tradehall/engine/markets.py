@@ -1,0 +1,60 @@
+"""Static description of what the engine trades: assets and spot pairs, all in integer units."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tradehall.units import pow10
+
+FEE_RATE_DECIMALS = 8
+"""Fee rates are integers in units of 1e-8 (0.001 == 100_000)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssetSpec:
+    name: str
+    decimals: int
+    """Places of the asset's smallest unit: balances are integers of 10**-decimals."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairSpec:
+    """A spot pair. Prices are integer ticks (10**-price_precision quote per base), quantities
+    integer lots (10**-quantity_precision base)."""
+
+    symbol: str
+    base: str
+    quote: str
+    price_precision: int
+    quantity_precision: int
+    min_quantity: int
+    """In lots."""
+    min_notional: int
+    """Minimum order value in quote asset units."""
+    maker_fee: int
+    """Rate in units of 1e-8."""
+    taker_fee: int
+    market_orders: bool
+    trading: bool
+    base_decimals: int
+    quote_decimals: int
+
+    @property
+    def base_per_lot(self) -> int:
+        """Base asset units in one lot."""
+        return pow10(self.base_decimals - self.quantity_precision)
+
+    @property
+    def quote_per_tick_lot(self) -> int:
+        """Quote asset units of one tick times one lot (price 1 tick, quantity 1 lot)."""
+        return pow10(self.quote_decimals - self.price_precision - self.quantity_precision)
+
+    def quote_amount(self, price: int, qty: int) -> int:
+        """Quote asset units for ``qty`` lots at ``price`` ticks (always exact)."""
+        return price * qty * self.quote_per_tick_lot
+
+
+@dataclass(frozen=True, slots=True)
+class MarketsSpec:
+    assets: dict[str, AssetSpec]
+    pairs: dict[str, PairSpec]

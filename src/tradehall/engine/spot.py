@@ -1,0 +1,354 @@
+"""Spot order placement, matching and cancellation with holds, fees and self-trade prevention.
+
+Holds: a BUY locks quote (limit price x quantity, or the whole amount of a MARKET BUY), a SELL
+locks base. Each fill consumes the hold at the order's own limit price; a BUY filled at a better
+price gets the difference back to free at once. Whatever is left when an order ends goes back
+to free.
+
+Self-trade prevention (expire maker): when a taker reaches a resting order of its own account,
+the resting order is cancelled and matching continues with the next order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tradehall.codes import Code, Reject
+from tradehall.engine.book import OrderBook
+from tradehall.engine.commands import PlaceOrder
+from tradehall.engine.events import Event, OrderChanged, Trade, TradeExecuted
+from tradehall.engine.ledger import MAX_BALANCE, Ledger
+from tradehall.engine.markets import FEE_RATE_DECIMALS, PairSpec
+from tradehall.engine.orders import (
+    BUY,
+    CANCELED,
+    FILLED,
+    FOK,
+    GTC,
+    LIMIT,
+    MARKET,
+    NEW,
+    PARTIALLY_FILLED,
+    POST_ONLY,
+    REJECTED,
+    SELL,
+    TIME_IN_FORCE,
+    Order,
+    OrderState,
+)
+
+FEE_ACCOUNT = 0
+"""The exchange's own account, credited with every trading fee."""
+
+MAX_OPEN_ORDERS = 1000
+"""Per account and pair: the most a client can list with one openOrders call."""
+
+_FEE_SCALE = 10**FEE_RATE_DECIMALS
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    asset: str
+    amount: int
+
+
+class SpotMarkets:
+    """All spot books and the orders on them."""
+
+    def __init__(self, pairs: dict[str, PairSpec], ledger: Ledger, events: list[Event]) -> None:
+        self.pairs = pairs
+        self.ledger = ledger
+        self.events = events
+        self.books = {symbol: OrderBook(symbol) for symbol in pairs}
+        self.by_account: dict[int, dict[int, Order]] = {}
+        """account -> open orders by id (ascending id order)."""
+        self.by_client_id: dict[tuple[int, str, str], Order] = {}
+        self.next_order_id = 1
+        self.next_trade_id = 1
+
+    # ----------------------------------------------------------------- validation
+
+    def pair(self, symbol: str) -> PairSpec:
+        pair = self.pairs.get(symbol)
+        if pair is None:
+            raise Reject(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
+        return pair
+
+    def validate(self, cmd: PlaceOrder) -> tuple[PairSpec, Hold]:
+        """Check a placement against everything but the balance; return what it must hold."""
+        pair = self.pair(cmd.symbol)
+        if not pair.trading:
+            raise Reject(Code.TRADING_FROZEN, f"trading is suspended on {pair.symbol}")
+        if cmd.side not in (BUY, SELL):
+            raise Reject(Code.BAD_SIDE, "side must be BUY or SELL")
+        if cmd.type == MARKET:
+            if not pair.market_orders:
+                raise Reject(Code.MARKET_NOT_SUPPORTED, f"market orders are off on {pair.symbol}")
+            if cmd.tif != GTC:
+                raise Reject(Code.BAD_ORDER_TYPE, "timeInForce applies to LIMIT orders only")
+            if cmd.side == BUY:
+                if cmd.quote_qty <= 0 or cmd.quote_qty < pair.min_notional:
+                    raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+                hold = Hold(pair.quote, cmd.quote_qty)
+            else:
+                self._check_quantity(pair, cmd.qty)
+                hold = Hold(pair.base, cmd.qty * pair.base_per_lot)
+        elif cmd.type == LIMIT:
+            if cmd.tif not in TIME_IN_FORCE:
+                raise Reject(Code.BAD_ORDER_TYPE, "timeInForce must be GTC, IOC, FOK or POST_ONLY")
+            if cmd.price <= 0:
+                raise Reject(Code.PRICE_RANGE, "price must be positive")
+            self._check_quantity(pair, cmd.qty)
+            notional = pair.quote_amount(cmd.price, cmd.qty)
+            if notional > MAX_BALANCE:
+                raise Reject(Code.PRICE_RANGE, "order value out of range")
+            if notional < pair.min_notional:
+                raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+            if cmd.side == BUY:
+                hold = Hold(pair.quote, notional)
+            else:
+                hold = Hold(pair.base, cmd.qty * pair.base_per_lot)
+        else:
+            raise Reject(Code.BAD_ORDER_TYPE, "type must be LIMIT or MARKET")
+        if hold.amount > MAX_BALANCE:
+            raise Reject(Code.BAD_PARAM, "volume out of range")
+        if cmd.client_id and (cmd.account, pair.symbol, cmd.client_id) in self.by_client_id:
+            raise Reject(Code.BAD_PARAM, "newClientOrderId is already used by an open order")
+        if self._open_count(cmd.account, pair.symbol) >= MAX_OPEN_ORDERS:
+            raise Reject(Code.TOO_MANY_ORDERS, f"at most {MAX_OPEN_ORDERS} open orders per pair")
+        return pair, hold
+
+    @staticmethod
+    def _check_quantity(pair: PairSpec, qty: int) -> None:
+        if qty <= 0 or qty < pair.min_quantity:
+            raise Reject(Code.BELOW_MINIMUM, "quantity below the minimum")
+
+    def _open_count(self, account: int, symbol: str) -> int:
+        orders = self.by_account.get(account)
+        if not orders:
+            return 0
+        if len(orders) < MAX_OPEN_ORDERS:
+            return len(orders)  # cheap bound: fewer in total than the per-pair cap
+        return sum(1 for order in orders.values() if order.symbol == symbol)
+
+    def check_funds(self, account: int, holds: list[Hold]) -> None:
+        needed: dict[str, int] = {}
+        for hold in holds:
+            needed[hold.asset] = needed.get(hold.asset, 0) + hold.amount
+        for asset, amount in needed.items():
+            if self.ledger.free(account, asset) < amount:
+                raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {asset} balance")
+
+    # ----------------------------------------------------------------- placement
+
+    def place(self, cmd: PlaceOrder, pair: PairSpec, hold: Hold) -> OrderState:
+        """Place a validated, funded order: match it, then rest or end it."""
+        order = Order(
+            self.next_order_id,
+            cmd.account,
+            pair.symbol,
+            cmd.side,
+            cmd.type,
+            cmd.tif,
+            cmd.price,
+            cmd.qty,
+            cmd.quote_qty,
+            cmd.client_id,
+            cmd.ts,
+        )
+        self.next_order_id += 1
+        book = self.books[pair.symbol]
+        if cmd.tif == POST_ONLY and self._would_take(book, order):
+            order.status = REJECTED
+            return self._emit(order)
+        if cmd.tif == FOK and self._fillable(book, order) < order.qty:
+            order.status = CANCELED
+            return self._emit(order)
+
+        order.held = hold.amount
+        self.ledger.change(order.account, hold.asset, -hold.amount, hold.amount, "hold", order.id)
+        if order.client_id:
+            self.by_client_id[(order.account, order.symbol, order.client_id)] = order
+        budget_spent = self._match(pair, book, order)
+
+        if order.type == LIMIT and order.tif in (GTC, POST_ONLY) and order.filled < order.qty:
+            order.status = PARTIALLY_FILLED if order.filled else NEW
+            book.rest(order)
+            self.by_account.setdefault(order.account, {})[order.id] = order
+            return self._emit(order)
+
+        if order.type == MARKET and order.side == BUY:
+            complete = budget_spent and order.filled > 0
+        else:
+            complete = order.filled == order.qty
+        order.status = FILLED if complete else CANCELED
+        self._close(order)
+        return self._emit(order)
+
+    def _would_take(self, book: OrderBook, order: Order) -> bool:
+        best = book.opposite(order.side).best()
+        if best is None:
+            return False
+        return best.price <= order.price if order.side == BUY else best.price >= order.price
+
+    def _fillable(self, book: OrderBook, order: Order) -> int:
+        """Lots available to ``order`` within its limit, not counting its own account's."""
+        want = order.qty
+        got = 0
+        is_buy = order.side == BUY
+        for level in book.opposite(order.side).iter_levels():
+            if level.price > order.price if is_buy else level.price < order.price:
+                break
+            maker = level.head
+            while maker is not None:
+                if maker.account != order.account:
+                    got += maker.qty - maker.filled
+                    if got >= want:
+                        return got
+                maker = maker.next
+        return got
+
+    def _match(self, pair: PairSpec, book: OrderBook, taker: Order) -> bool:
+        """Match ``taker`` against the book. Returns True when a MARKET BUY stopped because
+        its budget could not buy one more lot."""
+        opposite = book.opposite(taker.side)
+        is_buy = taker.side == BUY
+        limit = taker.price if taker.type == LIMIT else 0
+        by_budget = taker.type == MARKET and is_buy
+        lot_cost = pair.quote_per_tick_lot
+        while True:
+            level = opposite.best()
+            if level is None:
+                return False
+            if limit and (level.price > limit if is_buy else level.price < limit):
+                return False
+            maker = level.head
+            while maker is not None:
+                following = maker.next
+                if maker.account == taker.account:
+                    self.cancel_resting(book, maker, taker.time)
+                    maker = following
+                    continue
+                available = maker.qty - maker.filled
+                if by_budget:
+                    affordable = (taker.quote_qty - taker.filled_quote) // (level.price * lot_cost)
+                    if affordable == 0:
+                        return True
+                    qty = min(available, affordable)
+                else:
+                    qty = min(available, taker.qty - taker.filled)
+                self._execute(pair, book, taker, maker, qty)
+                if not by_budget and taker.filled == taker.qty:
+                    return False
+                maker = following
+
+    def _execute(
+        self, pair: PairSpec, book: OrderBook, taker: Order, maker: Order, qty: int
+    ) -> None:
+        price = maker.price
+        quote = price * qty * pair.quote_per_tick_lot
+        base = qty * pair.base_per_lot
+        if taker.side == BUY:
+            buyer, seller = taker, maker
+            buyer_fee = base * pair.taker_fee // _FEE_SCALE
+            seller_fee = quote * pair.maker_fee // _FEE_SCALE
+        else:
+            buyer, seller = maker, taker
+            buyer_fee = base * pair.maker_fee // _FEE_SCALE
+            seller_fee = quote * pair.taker_fee // _FEE_SCALE
+        trade_id = self.next_trade_id
+        self.next_trade_id += 1
+        ledger = self.ledger
+
+        # The buyer's hold is consumed at its own limit (or by the amount spent, for MARKET).
+        hold_used = buyer.price * qty * pair.quote_per_tick_lot if buyer.type == LIMIT else quote
+        buyer.held -= hold_used
+        ledger.change(buyer.account, pair.quote, hold_used - quote, -hold_used, "trade", trade_id)
+        ledger.change(buyer.account, pair.base, base - buyer_fee, 0, "trade", trade_id)
+        seller.held -= base
+        ledger.change(seller.account, pair.base, 0, -base, "trade", trade_id)
+        ledger.change(seller.account, pair.quote, quote - seller_fee, 0, "trade", trade_id)
+        if buyer_fee:
+            ledger.change(FEE_ACCOUNT, pair.base, buyer_fee, 0, "fee", trade_id)
+        if seller_fee:
+            ledger.change(FEE_ACCOUNT, pair.quote, seller_fee, 0, "fee", trade_id)
+
+        for order in (taker, maker):
+            order.filled += qty
+            order.filled_quote += quote
+            order.updated = taker.time
+        level = book.side_of(maker.side).levels[price]
+        level.total -= qty
+        if maker.filled == maker.qty:
+            maker.status = FILLED
+            book.remove(maker)
+            self._close(maker)
+        else:
+            maker.status = PARTIALLY_FILLED
+        self._emit(maker)
+        trade = Trade(
+            trade_id,
+            pair.symbol,
+            price,
+            qty,
+            quote,
+            taker.time,
+            taker.side,
+            buyer.id,
+            seller.id,
+            buyer.account,
+            seller.account,
+            buyer_fee,
+            seller_fee,
+        )
+        self.events.append(TradeExecuted(trade))
+
+    # ----------------------------------------------------------------- cancellation
+
+    def find_open(
+        self, account: int, symbol: str, order_id: int | None, client_id: str | None
+    ) -> Order | None:
+        if order_id is not None:
+            order = self.books[symbol].orders.get(order_id)
+        elif client_id:
+            order = self.by_client_id.get((account, symbol, client_id))
+        else:
+            return None
+        if order is None or order.account != account or order.symbol != symbol:
+            return None
+        return order
+
+    def cancel_resting(self, book: OrderBook, order: Order, ts: int) -> OrderState:
+        book.remove(order)
+        order.status = CANCELED
+        order.updated = ts
+        self._close(order)
+        return self._emit(order)
+
+    # ----------------------------------------------------------------- helpers
+
+    def _close(self, order: Order) -> None:
+        """The order has ended: give back what it still holds and drop it from the indexes."""
+        if order.held:
+            pair = self.pairs[order.symbol]
+            asset = pair.quote if order.side == BUY else pair.base
+            self.ledger.change(order.account, asset, order.held, -order.held, "release", order.id)
+            order.held = 0
+        orders = self.by_account.get(order.account)
+        if orders is not None and orders.pop(order.id, None) is not None and not orders:
+            del self.by_account[order.account]
+        key = (order.account, order.symbol, order.client_id)
+        if order.client_id and self.by_client_id.get(key) is order:
+            del self.by_client_id[key]
+
+    def _emit(self, order: Order) -> OrderState:
+        state = order.snapshot()
+        self.events.append(OrderChanged(state))
+        return state
+
+    def restore(self, order: Order) -> None:
+        """Put a recovered open order back, in the order of its original arrival."""
+        self.books[order.symbol].rest(order)
+        self.by_account.setdefault(order.account, {})[order.id] = order
+        if order.client_id:
+            self.by_client_id[(order.account, order.symbol, order.client_id)] = order

@@ -1,0 +1,165 @@
+"""The exchange as one object: the engine plus what lives beside it (market data, users and
+API keys) and the batch of rows waiting for the next group commit.
+
+Everything that changes state goes through ``apply`` (engine commands) or the user/key methods;
+each stages its rows in ``pending``. The caller then makes them durable: the server through the
+group committer, the offline CLI with ``commit_now``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from tradehall.codes import Code, Reject
+from tradehall.config import Config
+from tradehall.engine.commands import Command
+from tradehall.engine.engine import Engine
+from tradehall.engine.events import TradeExecuted
+from tradehall.marketdata import INTERVALS, MarketData, keep_for
+from tradehall.store.base import Store, StoreError
+from tradehall.store.batch import Batch, KeyRow, UserRow
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """A key as authentication needs it, with its IP allow-list parsed once."""
+
+    row: KeyRow
+    networks: tuple[IpNetwork, ...]
+
+    @property
+    def user_id(self) -> int:
+        return self.row.user_id
+
+
+def parse_networks(ips: tuple[str, ...] | list[str]) -> tuple[IpNetwork, ...]:
+    try:
+        return tuple(ipaddress.ip_network(ip.strip(), strict=False) for ip in ips)
+    except ValueError as exc:
+        raise Reject(Code.BAD_PARAM, f"invalid IP or CIDR: {exc}") from None
+
+
+class Exchange:
+    def __init__(self, config: Config, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.engine = Engine(config.markets)
+        self.marketdata = MarketData(config.markets.pairs)
+        self.users: dict[int, UserRow] = {}
+        self.keys: dict[str, ApiKey] = {}
+        self.pending = Batch()
+        self.failure: str | None = None
+        """Set when a commit failed: from then on nothing is acknowledged (fail-stop)."""
+
+    # ----------------------------------------------------------------- recovery
+
+    def recover(self) -> None:
+        """Load the store's state into this (fresh) exchange."""
+        symbols = list(self.config.markets.pairs)
+        snap = self.store.load(symbols, {i.name: keep_for(i) for i in INTERVALS})
+        for user in snap.users:
+            self.users[user.id] = user
+        for key in snap.keys:
+            self.keys[key.api_key] = ApiKey(key, parse_networks(key.ips))
+        for account, asset, free, locked in snap.balances:
+            self.engine.restore_balance(account, asset, free, locked)
+        for tx_id, record in snap.transfers:
+            self.engine.restore_transfer(tx_id, record)
+        self.engine.restore_orders(snap.open_orders)
+        self.engine.restore_counters(snap.next_order_id, snap.next_trade_id)
+        for symbol, interval, bars in snap.bars:
+            self.marketdata.restore_bars(symbol, interval, bars)
+        for symbol, trades in snap.recent_trades:
+            self.marketdata.restore_trades(symbol, trades)
+
+    # ----------------------------------------------------------------- state changes
+
+    def check_writable(self) -> None:
+        if self.failure is not None:
+            raise StoreError(self.failure)
+
+    def apply(self, cmd: Command) -> Any:
+        """Apply an engine command and stage its rows. Raises Reject (nothing changed)."""
+        self.check_writable()
+        result = self.engine.apply(cmd)
+        events = result.events
+        if events:
+            self.pending.add_events(events, cmd.ts)
+            traded = False
+            for event in events:
+                if type(event) is TradeExecuted:
+                    t = event.trade
+                    self.marketdata.on_trade(t.symbol, t.id, t.time, t.price, t.qty, t.taker_side)
+                    traded = True
+            if traded:
+                self.pending.add_bars(self.marketdata.take_changed_bars())
+        return result.reply
+
+    def create_user(self, name: str, ts: int) -> UserRow:
+        self.check_writable()
+        user = UserRow(max(self.users, default=0) + 1, name, ts)
+        self.users[user.id] = user
+        self.pending.users.append(user)
+        return user
+
+    def create_key(self, user_id: int, read_only: bool, ips: list[str], ts: int) -> KeyRow:
+        self.check_writable()
+        self.require_user(user_id)
+        networks = parse_networks(ips)
+        row = KeyRow(
+            secrets.token_hex(16),
+            secrets.token_hex(16),
+            user_id,
+            read_only,
+            tuple(str(n) for n in networks),
+            ts,
+        )
+        self.keys[row.api_key] = ApiKey(row, networks)
+        self.pending.keys[row.api_key] = row
+        return row
+
+    def revoke_key(self, api_key: str, ts: int) -> KeyRow:
+        self.check_writable()
+        key = self.keys.get(api_key)
+        if key is None or key.row.revoked is not None:
+            raise Reject(Code.BAD_KEY, "no such active API key")
+        row = KeyRow(
+            key.row.api_key,
+            key.row.secret,
+            key.row.user_id,
+            key.row.read_only,
+            key.row.ips,
+            key.row.created,
+            ts,
+        )
+        self.keys[api_key] = ApiKey(row, key.networks)
+        self.pending.keys[api_key] = row
+        return row
+
+    def require_user(self, user_id: int) -> UserRow:
+        user = self.users.get(user_id)
+        if user is None:
+            raise Reject(Code.BAD_PARAM, f"unknown user {user_id}")
+        return user
+
+    # ----------------------------------------------------------------- durability
+
+    def take_pending(self) -> Batch:
+        batch = self.pending
+        self.pending = Batch()
+        return batch
+
+    def commit_now(self) -> None:
+        """Synchronous commit of everything staged (the offline CLI's path)."""
+        batch = self.take_pending()
+        if batch:
+            try:
+                self.store.commit(batch)
+            except StoreError as exc:
+                self.failure = str(exc)
+                raise

@@ -1,0 +1,105 @@
+"""Running the exchange as a server process: open the store, recover, listen, serve, and on
+SIGTERM or SIGINT stop taking requests, commit what is in flight and exit cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Generator
+from typing import Any
+
+import uvicorn
+
+from tradehall import operations as ops
+from tradehall.api.app import create_app
+from tradehall.config import Config
+from tradehall.datadir import DataDir
+from tradehall.exchange import Exchange
+from tradehall.store.sqlite import SQLiteStore
+
+
+class ListenError(Exception):
+    pass
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn re-raises a captured SIGTERM after its shutdown, which would kill the process
+    before our own cleanup (final commit, server.json) ran; here a signal only asks for a
+    graceful stop and the process then exits normally."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    return sock
+
+
+def url_for(host: str, port: int) -> str:
+    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def run(
+    cfg: Config,
+    datadir: DataDir,
+    host: str,
+    port: int,
+    *,
+    demo: bool,
+    announce: Callable[[str, dict[str, Any] | None], None],
+) -> None:
+    """Serve until signalled. The caller holds the data folder's lock."""
+    store = SQLiteStore(datadir.db_path, cfg.server.sqlite_synchronous)
+    try:
+        store.migrate()
+        exchange = Exchange(cfg, store)
+        exchange.recover()
+        demo_info = None
+        if demo:
+            demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000)
+            exchange.commit_now()
+        token = datadir.admin_token()
+        sock = listen(host, port)
+        try:
+            bound_port = sock.getsockname()[1]
+            datadir.write_server(host, bound_port)
+            announce(url_for(host, bound_port), demo_info)
+            server = GracefulServer(
+                uvicorn.Config(
+                    create_app(exchange, admin_token=token),
+                    loop="uvloop",
+                    http="httptools",
+                    lifespan="on",
+                    log_level="warning",
+                    access_log=False,
+                    timeout_graceful_shutdown=10,
+                )
+            )
+            server.run(sockets=[sock])
+        finally:
+            datadir.clear_server()
+            sock.close()
+    finally:
+        store.close()

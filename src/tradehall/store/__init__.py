@@ -1,0 +1,1 @@
+"""Durable storage: one Store interface, the embedded SQLite implementation, group commit."""

@@ -1,0 +1,60 @@
+"""The Store interface every backend implements, and the snapshot recovery loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tradehall.engine.engine import TransferRecord
+from tradehall.engine.events import Trade
+from tradehall.engine.orders import Order, OrderState
+from tradehall.marketdata import Bar, PublicTrade
+from tradehall.store.batch import Batch, KeyRow, UserRow
+
+
+class StoreError(Exception):
+    """The store could not do what was asked (the write's outcome is unknown)."""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Everything a fresh engine and the API need to continue where the store left off."""
+
+    users: list[UserRow] = field(default_factory=list)
+    keys: list[KeyRow] = field(default_factory=list)
+    balances: list[tuple[int, str, int, int]] = field(default_factory=list)
+    transfers: list[tuple[str, TransferRecord]] = field(default_factory=list)
+    open_orders: list[Order] = field(default_factory=list)
+    """Ascending id: the order they arrived in, which is their queue priority."""
+    next_order_id: int = 1
+    next_trade_id: int = 1
+    bars: list[tuple[str, str, list[Bar]]] = field(default_factory=list)
+    recent_trades: list[tuple[str, list[PublicTrade]]] = field(default_factory=list)
+
+
+class Store(Protocol):
+    def migrate(self) -> int:
+        """Create or upgrade the schema; return the version now in force."""
+        ...
+
+    def commit(self, batch: Batch) -> None:
+        """Write the whole batch in one transaction, or raise StoreError and write nothing."""
+        ...
+
+    def load(self, symbols: list[str], bars_to_keep: dict[str, int]) -> Snapshot: ...
+
+    def find_order(
+        self, account: int, symbol: str, order_id: int | None, client_id: str | None
+    ) -> OrderState | None: ...
+
+    def account_trades(
+        self, account: int, symbol: str, limit: int, from_id: int | None
+    ) -> list[Trade]:
+        """Trades of ``account`` on ``symbol``, newest first (see the contract's fromId rule)."""
+        ...
+
+    def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:
+        """Per (account, asset), the sums of the ledger's free and locked deltas."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,98 @@
+"""The rows one group commit writes: the engine's events of many commands, coalesced.
+
+Events are snapshots taken when each command was applied, so a batch always describes a
+prefix of the command stream: committing it can never record half a command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tradehall.engine.events import (
+    BalanceChanged,
+    Event,
+    OrderChanged,
+    Trade,
+    TradeExecuted,
+    TransferDone,
+)
+from tradehall.engine.orders import OrderState
+from tradehall.marketdata import Bar
+
+
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    id: int
+    name: str
+    created: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRow:
+    api_key: str
+    secret: str
+    user_id: int
+    read_only: bool
+    ips: tuple[str, ...]
+    created: int
+    revoked: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    account: int
+    asset: str
+    d_free: int
+    d_locked: int
+    reason: str
+    ref: int
+    time: int
+
+
+@dataclass(slots=True)
+class Batch:
+    orders: dict[int, OrderState] = field(default_factory=dict)
+    trades: list[Trade] = field(default_factory=list)
+    ledger: list[LedgerRow] = field(default_factory=list)
+    balances: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
+    transfers: list[TransferDone] = field(default_factory=list)
+    bars: dict[tuple[str, str, int], Bar] = field(default_factory=dict)
+    users: list[UserRow] = field(default_factory=list)
+    keys: dict[str, KeyRow] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.orders
+            or self.ledger
+            or self.transfers
+            or self.users
+            or self.keys
+            or self.bars
+            or self.trades
+        )
+
+    def add_events(self, events: list[Event], ts: int) -> None:
+        for event in events:
+            if type(event) is BalanceChanged:
+                self.ledger.append(
+                    LedgerRow(
+                        event.account,
+                        event.asset,
+                        event.d_free,
+                        event.d_locked,
+                        event.reason,
+                        event.ref,
+                        ts,
+                    )
+                )
+                self.balances[(event.account, event.asset)] = (event.free, event.locked)
+            elif type(event) is OrderChanged:
+                self.orders[event.order.id] = event.order
+            elif type(event) is TradeExecuted:
+                self.trades.append(event.trade)
+            elif type(event) is TransferDone:
+                self.transfers.append(event)
+
+    def add_bars(self, bars: list[tuple[str, str, Bar]]) -> None:
+        for symbol, interval, bar in bars:
+            self.bars[(symbol, interval, bar.open_time)] = bar

@@ -1,0 +1,107 @@
+"""Versioned schema migrations, in SQL that SQLite and PostgreSQL both accept.
+
+A migration is applied once, in order, inside a transaction; ``schema_version`` records the
+highest applied. Never edit a released migration: add the next one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "spot foundation",
+        [
+            """CREATE TABLE users (
+                id BIGINT PRIMARY KEY,
+                name TEXT NOT NULL,
+                created BIGINT NOT NULL
+            )""",
+            """CREATE TABLE api_keys (
+                api_key TEXT PRIMARY KEY,
+                secret TEXT NOT NULL,
+                user_id BIGINT NOT NULL,
+                read_only INTEGER NOT NULL,
+                ips TEXT NOT NULL,
+                created BIGINT NOT NULL,
+                revoked BIGINT
+            )""",
+            """CREATE TABLE balances (
+                account BIGINT NOT NULL,
+                asset TEXT NOT NULL,
+                free BIGINT NOT NULL,
+                locked BIGINT NOT NULL,
+                PRIMARY KEY (account, asset)
+            )""",
+            """CREATE TABLE ledger (
+                id BIGINT PRIMARY KEY,
+                account BIGINT NOT NULL,
+                asset TEXT NOT NULL,
+                d_free BIGINT NOT NULL,
+                d_locked BIGINT NOT NULL,
+                reason TEXT NOT NULL,
+                ref BIGINT NOT NULL,
+                time BIGINT NOT NULL
+            )""",
+            "CREATE INDEX ledger_account ON ledger (account, asset)",
+            """CREATE TABLE orders (
+                id BIGINT PRIMARY KEY,
+                account BIGINT NOT NULL,
+                symbol TEXT NOT NULL,
+                side TEXT NOT NULL,
+                type TEXT NOT NULL,
+                tif TEXT NOT NULL,
+                price BIGINT NOT NULL,
+                qty BIGINT NOT NULL,
+                quote_qty BIGINT NOT NULL,
+                filled BIGINT NOT NULL,
+                filled_quote BIGINT NOT NULL,
+                held BIGINT NOT NULL,
+                status TEXT NOT NULL,
+                client_id TEXT NOT NULL,
+                time BIGINT NOT NULL,
+                updated BIGINT NOT NULL
+            )""",
+            "CREATE INDEX orders_account ON orders (account, symbol, id)",
+            "CREATE INDEX orders_open ON orders (status, id)",
+            """CREATE TABLE trades (
+                id BIGINT PRIMARY KEY,
+                symbol TEXT NOT NULL,
+                price BIGINT NOT NULL,
+                qty BIGINT NOT NULL,
+                quote BIGINT NOT NULL,
+                time BIGINT NOT NULL,
+                taker_side TEXT NOT NULL,
+                bid_order BIGINT NOT NULL,
+                ask_order BIGINT NOT NULL,
+                bid_account BIGINT NOT NULL,
+                ask_account BIGINT NOT NULL,
+                bid_fee BIGINT NOT NULL,
+                ask_fee BIGINT NOT NULL
+            )""",
+            "CREATE INDEX trades_bid ON trades (bid_account, symbol, id)",
+            "CREATE INDEX trades_ask ON trades (ask_account, symbol, id)",
+            "CREATE INDEX trades_symbol ON trades (symbol, id)",
+            """CREATE TABLE transfers (
+                id BIGINT PRIMARY KEY,
+                tx_id TEXT NOT NULL UNIQUE,
+                account BIGINT NOT NULL,
+                asset TEXT NOT NULL,
+                amount BIGINT NOT NULL,
+                time BIGINT NOT NULL
+            )""",
+            """CREATE TABLE klines (
+                symbol TEXT NOT NULL,
+                interval TEXT NOT NULL,
+                open_time BIGINT NOT NULL,
+                open BIGINT NOT NULL,
+                high BIGINT NOT NULL,
+                low BIGINT NOT NULL,
+                close BIGINT NOT NULL,
+                volume BIGINT NOT NULL,
+                PRIMARY KEY (symbol, interval, open_time)
+            )""",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,80 @@
+"""Group commit: every write waits for a commit, and one commit serves every request that
+arrived while the previous one was being written.
+
+While the writer thread commits batch N, the event loop keeps applying commands into batch
+N + 1; when N is done, N + 1 goes in one transaction. So under load a commit carries many
+requests and durability (one fsync per commit) costs little per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from tradehall.exchange import Exchange
+from tradehall.store.base import StoreError
+
+
+class GroupCommitter:
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="tradehall-writer")
+        self._next: asyncio.Future[None] | None = None
+        """Resolves when what is staged now is committed."""
+        self._inflight: asyncio.Future[None] | None = None
+        self._running = False
+        self._task: asyncio.Task[None] | None = None
+        self.commits = 0
+
+    def durable(self) -> asyncio.Future[None]:
+        """A future that resolves once everything applied so far is committed (or fails with
+        StoreError). Await it before acknowledging a write or showing live state."""
+        loop = asyncio.get_running_loop()
+        if self.exchange.failure is not None:
+            failed: asyncio.Future[None] = loop.create_future()
+            failed.set_exception(StoreError(self.exchange.failure))
+            return failed
+        if self.exchange.pending:
+            if self._next is None:
+                self._next = loop.create_future()
+            if not self._running:
+                self._running = True
+                self._task = loop.create_task(self._run())
+            return self._next
+        if self._inflight is not None and not self._inflight.done():
+            return self._inflight
+        done: asyncio.Future[None] = loop.create_future()
+        done.set_result(None)
+        return done
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self.exchange.pending and self.exchange.failure is None:
+                batch = self.exchange.take_pending()
+                future = self._next or loop.create_future()
+                self._next = None
+                self._inflight = future
+                try:
+                    await loop.run_in_executor(self._executor, self.exchange.store.commit, batch)
+                except Exception as exc:  # fail-stop: nothing more is acknowledged
+                    self.exchange.failure = f"store commit failed: {exc}"
+                    error = StoreError(self.exchange.failure)
+                    for waiting in (future, self._next):
+                        if waiting is not None and not waiting.done():
+                            waiting.set_exception(error)
+                            waiting.exception()  # mark retrieved: waiters get it when they await
+                    self._next = None
+                    return
+                self.commits += 1
+                future.set_result(None)
+        finally:
+            self._running = False
+
+    async def flush(self) -> None:
+        """Commit everything staged; used on shutdown."""
+        while self.exchange.pending or (self._inflight is not None and not self._inflight.done()):
+            await self.durable()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,91 @@
+"""Conversion between decimal text at the edge and the integer units used everywhere inside.
+
+A value with ``decimals`` places is held as an integer count of ``10**-decimals``. Conversion
+happens once, where text enters (API parameters, configuration) or leaves (responses, CLI).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+_POW10 = [10**i for i in range(40)]
+
+
+class UnitsError(ValueError):
+    """The text is not a plain finite decimal, or has more places than allowed."""
+
+    def __init__(self, message: str, *, precision: bool = False) -> None:
+        super().__init__(message)
+        self.precision = precision
+
+
+def pow10(n: int) -> int:
+    return _POW10[n] if 0 <= n < len(_POW10) else int(10**n)
+
+
+def to_units(value: str | int | Decimal, decimals: int) -> int:
+    """Parse ``value`` as a decimal with at most ``decimals`` places into integer units.
+
+    Raises UnitsError (``precision=True`` when only the number of places is wrong).
+    """
+    if isinstance(value, bool):
+        raise UnitsError("not a number")
+    if isinstance(value, int):
+        return value * pow10(decimals)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or len(text) > 64:
+            raise UnitsError("not a number")
+        try:
+            dec = Decimal(text)
+        except InvalidOperation:
+            raise UnitsError("not a number") from None
+    elif isinstance(value, Decimal):
+        dec = value
+    else:
+        raise UnitsError("not a number")
+    if not dec.is_finite():
+        raise UnitsError("not a finite number")
+    sign, digits, exponent = dec.as_tuple()
+    assert isinstance(exponent, int)
+    coefficient = 0
+    for d in digits:
+        coefficient = coefficient * 10 + d
+    if exponent >= 0:
+        if exponent > 40:
+            raise UnitsError("number too large")
+        units = coefficient * pow10(exponent + decimals)
+    else:
+        places = -exponent
+        if places > decimals:
+            # Trailing zeros beyond the allowed places are harmless ("1.500" with 2 places).
+            excess = places - decimals
+            scale = pow10(excess)
+            if coefficient % scale:
+                raise UnitsError(f"more than {decimals} decimal places", precision=True)
+            units = coefficient // scale
+        else:
+            units = coefficient * pow10(decimals - places)
+    return -units if sign else units
+
+
+def format_units(units: int, decimals: int) -> str:
+    """Render integer units as plain decimal text with exactly ``decimals`` places."""
+    if decimals == 0:
+        return str(units)
+    sign = "-" if units < 0 else ""
+    whole, frac = divmod(abs(units), pow10(decimals))
+    return f"{sign}{whole}.{frac:0{decimals}d}"
+
+
+def format_units_trimmed(units: int, decimals: int) -> str:
+    """Like format_units, without trailing zeros (and without a bare trailing point)."""
+    text = format_units(units, decimals)
+    if decimals:
+        text = text.rstrip("0").rstrip(".")
+    return text if text not in ("", "-0") else "0"
+
+
+def units_to_float(units: int, decimals: int) -> float:
+    """For JSON number fields at the edge (futures); never used for arithmetic inside."""
+    return float(format_units(units, decimals))

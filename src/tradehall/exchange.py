@@ -45,10 +45,10 @@ def parse_networks(ips: tuple[str, ...] | list[str]) -> tuple[IpNetwork, ...]:
 
 
 class Exchange:
-    def __init__(self, config: Config, store: Store) -> None:
+    def __init__(self, config: Config, store: Store, *, check_invariants: bool = False) -> None:
         self.config = config
         self.store = store
-        self.engine = Engine(config.markets)
+        self.engine = Engine(config.markets, check_invariants=check_invariants)
         self.marketdata = MarketData(config.markets.pairs)
         self.users: dict[int, UserRow] = {}
         self.keys: dict[str, ApiKey] = {}

@@ -4,6 +4,7 @@ SIGTERM or SIGINT stop taking requests, commit what is in flight and exit cleanl
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import threading
@@ -74,7 +75,8 @@ def run(
     store = SQLiteStore(datadir.db_path, cfg.server.sqlite_synchronous)
     try:
         store.migrate()
-        exchange = Exchange(cfg, store)
+        debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")
+        exchange = Exchange(cfg, store, check_invariants=debug)
         exchange.recover()
         demo_info = None
         if demo:

@@ -33,12 +33,14 @@ def _require_admin(call: Call) -> None:
         raise ApiError(Code.BAD_KEY, "missing or invalid admin token", status=401)
 
 
-def admin(fn: Callable[[Call], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+def admin(
+    fn: Callable[[Call], Awaitable[Any]], *, when_failed: bool = False
+) -> Callable[[Request], Awaitable[Response]]:
     async def guarded(call: Call) -> Any:
         _require_admin(call)
         return await fn(call)
 
-    return endpoint(guarded)
+    return endpoint(guarded, when_failed=when_failed)
 
 
 def _user_id(params: Params) -> int:
@@ -132,6 +134,7 @@ def routes() -> list[Route]:
         ("GET", "/balances", balances),
         ("GET", "/markets", markets),
         ("GET", "/audit", audit),
-        ("GET", "/status", status),
     ]
-    return [Route(PREFIX + path, admin(fn), methods=[method]) for method, path, fn in table]
+    out = [Route(PREFIX + path, admin(fn), methods=[method]) for method, path, fn in table]
+    out.append(Route(PREFIX + "/status", admin(status, when_failed=True), methods=["GET"]))
+    return out

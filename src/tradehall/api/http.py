@@ -102,11 +102,16 @@ async def read_params(request: Request) -> tuple[Params, bytes]:
 
 
 def endpoint(
-    handler: Handler, *, signed: bool = False, trade: bool = False
+    handler: Handler, *, signed: bool = False, trade: bool = False, when_failed: bool = False
 ) -> Callable[[Request], Awaitable[Response]]:
+    """Wrap a handler. After a failed commit every endpoint answers 503 / -1001 (memory may hold
+    what the store lost), except those marked ``when_failed`` (the admin status probe)."""
+
     async def run(request: Request) -> Response:
         state: AppState = request.app.state.tradehall
         try:
+            if not when_failed:
+                state.exchange.check_writable()
             params, body = await read_params(request)
             now = state.clock()
             key = None

@@ -5,6 +5,7 @@ Pure: no I/O, no clock. A command that is refused raises ``Reject`` before it ch
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -58,9 +59,15 @@ class Result:
         self.reply = reply
 
 
+class InvariantViolation(AssertionError):
+    """Debug mode found the state unsound after a command (a bug, never a user error)."""
+
+
 class Engine:
-    def __init__(self, markets: MarketsSpec) -> None:
+    def __init__(self, markets: MarketsSpec, *, check_invariants: bool = False) -> None:
         self.markets = markets
+        self.check_invariants = check_invariants
+        """Debug mode: audit every invariant after every command (slow; for tests and triage)."""
         self._events: list[Event] = []
         self.ledger = Ledger(self._events)
         self.spot = SpotMarkets(markets.pairs, self.ledger, self._events)
@@ -80,6 +87,12 @@ class Engine:
         self.ledger.events = events
         self.spot.events = events
         reply = self._handlers[type(cmd)](cmd)
+        if self.check_invariants:
+            from tradehall.engine.audit import check
+
+            problems = check(self)
+            if problems:
+                raise InvariantViolation(f"after {cmd!r}: " + "; ".join(problems))
         return Result(events, reply)
 
     # ----------------------------------------------------------------- commands
@@ -179,6 +192,30 @@ class Engine:
 
     def balances(self, account: int) -> dict[str, tuple[int, int]]:
         return {asset: self.ledger.get(account, asset) for asset in self.markets.assets}
+
+    def state_hash(self) -> str:
+        """A digest of everything that determines future behaviour: balances, external totals,
+        transfers, every open order in queue order, and the id counters. The same command
+        stream always gives the same hash, and so does recovery from the store."""
+        digest = hashlib.sha256()
+
+        def feed(value: object) -> None:
+            digest.update(repr(value).encode())
+            digest.update(b"\n")
+
+        for key in sorted(self.ledger.balances):
+            feed((key, tuple(self.ledger.balances[key])))
+        feed(sorted(self.ledger.external.items()))
+        for tx_id in sorted(self.transfers):
+            feed((tx_id, self.transfers[tx_id]))
+        for symbol in sorted(self.spot.books):
+            book = self.spot.books[symbol]
+            for side in (book.bids, book.asks):
+                for level in side.iter_levels():
+                    for order in level.orders():
+                        feed(order.snapshot().as_tuple())
+        feed((self.spot.next_order_id, self.spot.next_trade_id, self.next_transfer_id))
+        return digest.hexdigest()
 
     # ----------------------------------------------------------------- recovery
 

@@ -1,0 +1,3 @@
+from tradehall.cli import main
+
+main()

@@ -87,6 +87,8 @@ class BookSide:
 
     def depth(self, limit: int) -> list[tuple[int, int]]:
         """Aggregated (price, lots) from the best level outwards."""
+        if limit <= 0:
+            return []
         out = []
         levels = self.levels
         sign = 1 if self.is_bid else -1

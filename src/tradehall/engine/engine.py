@@ -105,6 +105,7 @@ class Engine:
         return self.spot.place(cmd, pair, hold)
 
     def _place_batch(self, cmd: PlaceBatch) -> list[OrderState]:
+        self.spot.check_batch(cmd.account, cmd.symbol, cmd.orders)
         checked = [self.spot.validate(order) for order in cmd.orders]
         self.spot.check_funds(cmd.account, [hold for _, hold in checked])
         return [

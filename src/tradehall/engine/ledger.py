@@ -10,7 +10,9 @@ from tradehall.codes import Code, Reject
 from tradehall.engine.events import BalanceChanged, Event
 
 MAX_BALANCE = 2**63 - 1
-"""Balances are stored as signed 64-bit integers; nothing may push one past this."""
+"""Balances are stored as signed 64-bit integers. Deposits keep each asset's total supply
+(deposits - withdrawals) within this bound; since every asset is conserved, no balance can
+then ever exceed it, whatever trades happen."""
 
 
 class Ledger:
@@ -51,9 +53,10 @@ class Ledger:
         )
 
     def deposit(self, account: int, asset: str, amount: int, ref: int) -> None:
-        free, locked = self.get(account, asset)
-        if free + locked + amount > MAX_BALANCE:
-            raise Reject(Code.BAD_PARAM, "amount would overflow the balance")
+        if self.external.get(asset, 0) + amount > MAX_BALANCE:
+            raise Reject(
+                Code.BAD_PARAM, f"amount would take the total supply of {asset} out of range"
+            )
         self.external[asset] = self.external.get(asset, 0) + amount
         self.change(account, asset, amount, 0, "deposit", ref)
 

@@ -131,6 +131,19 @@ class SpotMarkets:
             return len(orders)  # cheap bound: fewer in total than the per-pair cap
         return sum(1 for order in orders.values() if order.symbol == symbol)
 
+    def check_batch(self, account: int, symbol: str, orders: tuple[PlaceOrder, ...]) -> None:
+        """What a batch needs beyond each order's own validation: one account and pair,
+        distinct client ids, and room for all of it under the open-order cap."""
+        if any(o.account != account or o.symbol != symbol for o in orders):
+            raise Reject(
+                Code.BAD_PARAM, "every order of a batch is for the batch's account and symbol"
+            )
+        client_ids = [o.client_id for o in orders if o.client_id]
+        if len(set(client_ids)) != len(client_ids):
+            raise Reject(Code.BAD_PARAM, "client order ids repeat within the batch")
+        if self._open_count(account, symbol) + len(orders) > MAX_OPEN_ORDERS:
+            raise Reject(Code.TOO_MANY_ORDERS, f"at most {MAX_OPEN_ORDERS} open orders per pair")
+
     def check_funds(self, account: int, holds: list[Hold]) -> None:
         needed: dict[str, int] = {}
         for hold in holds:
@@ -210,18 +223,27 @@ class SpotMarkets:
 
     def _match(self, pair: PairSpec, book: OrderBook, taker: Order) -> bool:
         """Match ``taker`` against the book. Returns True when a MARKET BUY stopped because
-        its budget could not buy one more lot."""
+        its budget could not buy one more lot.
+
+        Self-trade prevention only touches resting orders the taker would really reach: the
+        taker must still have quantity (or budget for a lot at that price) left."""
         opposite = book.opposite(taker.side)
         is_buy = taker.side == BUY
         limit = taker.price if taker.type == LIMIT else 0
         by_budget = taker.type == MARKET and is_buy
         lot_cost = pair.quote_per_tick_lot
         while True:
+            if by_budget and taker.filled_quote == taker.quote_qty:
+                return True
             level = opposite.best()
             if level is None:
                 return False
             if limit and (level.price > limit if is_buy else level.price < limit):
                 return False
+            if by_budget:
+                affordable = (taker.quote_qty - taker.filled_quote) // (level.price * lot_cost)
+                if affordable == 0:
+                    return True
             maker = level.head
             while maker is not None:
                 following = maker.next
@@ -231,14 +253,15 @@ class SpotMarkets:
                     continue
                 available = maker.qty - maker.filled
                 if by_budget:
-                    affordable = (taker.quote_qty - taker.filled_quote) // (level.price * lot_cost)
-                    if affordable == 0:
-                        return True
                     qty = min(available, affordable)
+                    affordable -= qty
                 else:
                     qty = min(available, taker.qty - taker.filled)
                 self._execute(pair, book, taker, maker, qty)
-                if not by_budget and taker.filled == taker.qty:
+                if by_budget:
+                    if affordable == 0:
+                        break  # re-check the budget (and stop) before touching more orders
+                elif taker.filled == taker.qty:
                     return False
                 maker = following
 

@@ -40,6 +40,19 @@ class FakeClock:
         self.now += ms
 
 
+class ClientClock:
+    """A client's view of a FakeClock: each signature gets a distinct timestamp a few ms in the
+    past (inside the default recvWindow), so two identical requests are not one replayed."""
+
+    def __init__(self, server: FakeClock) -> None:
+        self.server = server
+        self.calls = 0
+
+    def __call__(self) -> int:
+        self.calls += 1
+        return self.server.now - self.calls % 4000
+
+
 @dataclass
 class Env:
     """One exchange, its app and helpers to make funded traders."""
@@ -56,7 +69,9 @@ class Env:
         key = self.admin.create_key(user["id"], read_only=read_only)
         for asset, amount in (funds or {}).items():
             self.admin.deposit(user["id"], asset, amount)
-        client = Client(BASE_URL, key["apiKey"], key["secret"], http=self.http, clock=self.clock)
+        client = Client(
+            BASE_URL, key["apiKey"], key["secret"], http=self.http, clock=ClientClock(self.clock)
+        )
         client.user_id = user["id"]  # type: ignore[attr-defined]
         self.clients.append(client)
         return client

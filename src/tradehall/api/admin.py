@@ -40,7 +40,7 @@ def admin(
         _require_admin(call)
         return await fn(call)
 
-    return endpoint(guarded, when_failed=when_failed)
+    return endpoint(guarded, limited=False, when_failed=when_failed)
 
 
 def _user_id(params: Params) -> int:

@@ -15,6 +15,8 @@ from starlette.responses import Response
 from tradehall.api import admin, spot
 from tradehall.api.errors import error_response
 from tradehall.api.http import AppState
+from tradehall.api.ratelimit import LimitSettings, RateLimiter
+from tradehall.api.replay import make_guard
 from tradehall.codes import Code
 from tradehall.exchange import Exchange
 from tradehall.store.writer import GroupCommitter
@@ -38,9 +40,19 @@ def create_app(
     *,
     clock: Callable[[], int] = wall_clock_ms,
     admin_token: str | None = None,
+    limits: LimitSettings | None = None,
 ) -> Starlette:
+    """The whole API. Rate limits are off unless ``limits`` says ``enabled``."""
     committer = GroupCommitter(exchange)
-    state = AppState(exchange, committer, clock, admin_token)
+    settings = limits or LimitSettings(enabled=False)
+    state = AppState(
+        exchange,
+        committer,
+        clock,
+        admin_token,
+        limiter=RateLimiter(settings) if settings.enabled else None,
+        replay=make_guard(settings.storage),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -21,16 +21,26 @@ _STATUS: dict[int, int] = {
 
 
 class ApiError(Exception):
-    def __init__(self, code: Code, msg: str, status: int | None = None) -> None:
+    def __init__(
+        self,
+        code: Code,
+        msg: str,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(msg)
         self.code = code
         self.msg = msg
         self.status = status if status is not None else _STATUS.get(code, 400)
+        self.headers = headers
 
 
-def error_response(code: int, msg: str, status: int) -> Response:
+def error_response(
+    code: int, msg: str, status: int, headers: dict[str, str] | None = None
+) -> Response:
     return Response(
         msgspec.json.encode({"code": int(code), "msg": msg}),
         status_code=status,
         media_type="application/json",
+        headers=headers,
     )

@@ -19,6 +19,8 @@ from starlette.responses import Response
 from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_RECV_WINDOW, authenticate
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.params import Params
+from tradehall.api.ratelimit import RateLimiter
+from tradehall.api.replay import MemoryReplayGuard, ReplayGuard, check_replay
 from tradehall.codes import Code, Reject
 from tradehall.exchange import ApiKey, Exchange
 from tradehall.store.base import StoreError
@@ -33,12 +35,15 @@ T = TypeVar("T")
 
 @dataclass
 class AppState:
-    """What the handlers reach: the exchange, its committer, the clock and a reader thread."""
+    """What the handlers reach: the exchange, its committer, the clock, the guards and a
+    reader thread."""
 
     exchange: Exchange
     committer: GroupCommitter
     clock: Callable[[], int]
     admin_token: str | None = None
+    limiter: RateLimiter | None = None
+    replay: ReplayGuard = field(default_factory=MemoryReplayGuard)
     reader: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tradehall-reader")
     )
@@ -76,14 +81,28 @@ def json_response(content: Any, status: int = 200) -> Response:
     return Response(msgspec.json.encode(content), status_code=status, media_type="application/json")
 
 
+async def read_body(request: Request) -> bytes:
+    """The body, refused once it exceeds MAX_BODY_BYTES (without reading the rest)."""
+    too_large = ApiError(Code.BAD_PARAM, f"request body is larger than {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def read_params(request: Request) -> tuple[Params, bytes]:
     if request.method == "POST":
         content_type = request.headers.get("content-type", "")
         if "application/json" not in content_type.lower():
             raise ApiError(Code.CONTENT_TYPE, "Content-Type must be application/json")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(Code.BAD_PARAM, f"request body is larger than {MAX_BODY_BYTES} bytes")
+        body = await read_body(request)
         if not body.strip():
             return Params({}), body
         try:
@@ -102,14 +121,27 @@ async def read_params(request: Request) -> tuple[Params, bytes]:
 
 
 def endpoint(
-    handler: Handler, *, signed: bool = False, trade: bool = False, when_failed: bool = False
+    handler: Handler,
+    *,
+    name: str = "",
+    signed: bool = False,
+    trade: bool = False,
+    limited: bool = True,
+    when_failed: bool = False,
 ) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap a handler. After a failed commit every endpoint answers 503 / -1001 (memory may hold
-    what the store lost), except those marked ``when_failed`` (the admin status probe)."""
+    """Wrap a handler. ``name`` ("METHOD /path") selects its rate limit; ``limited=False``
+    exempts it (the admin API). After a failed commit every endpoint answers 503 / -1001
+    (memory may hold what the store lost), except those marked ``when_failed``."""
 
     async def run(request: Request) -> Response:
         state: AppState = request.app.state.tradehall
+        ip = request.client.host if request.client else "unknown"
+        limiter = state.limiter if limited else None
         try:
+            if limiter is not None:
+                await limiter.admit_ip(ip)
+                if not signed:
+                    await limiter.admit_public(ip)
             if not when_failed:
                 state.exchange.check_writable()
             params, body = await read_params(request)
@@ -132,9 +164,18 @@ def endpoint(
                     client_ip=request.client.host if request.client else None,
                     trade=trade,
                 )
+                if limiter is not None:
+                    await limiter.admit_key(name, key.row.api_key, ip)
+                await check_replay(
+                    state.replay,
+                    request.headers["x-ch-sign"],
+                    int(request.headers["x-ch-ts"]),
+                    window,
+                    now,
+                )
             return json_response(await handler(Call(state, params, now, key, request)))
         except ApiError as exc:
-            return error_response(exc.code, exc.msg, exc.status)
+            return error_response(exc.code, exc.msg, exc.status, exc.headers)
         except Reject as exc:
             return error_response(exc.code, exc.msg, 400)
         except StoreError as exc:

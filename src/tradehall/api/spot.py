@@ -282,9 +282,16 @@ def routes() -> list[Route]:
         ("GET", "/myTrades", my_trades, False),
         ("GET", "/account", account, False),
     ]
-    out = [Route(PREFIX + path, endpoint(fn), methods=["GET"]) for path, fn in public]
+    out = [
+        Route(PREFIX + path, endpoint(fn, name=f"GET {PREFIX}{path}"), methods=["GET"])
+        for path, fn in public
+    ]
     out += [
-        Route(PREFIX + path, endpoint(fn, signed=True, trade=trade), methods=[method])
+        Route(
+            PREFIX + path,
+            endpoint(fn, name=f"{method} {PREFIX}{path}", signed=True, trade=trade),
+            methods=[method],
+        )
         for method, path, fn, trade in signed
     ]
     return out

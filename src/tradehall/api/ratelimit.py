@@ -1,0 +1,124 @@
+"""Rate limits and bans, kept by the ``limits`` library (in memory, or in Redis so several
+server processes share them).
+
+- Signed endpoints: per API key, the seed's table; endpoints it leaves open get a configurable
+  default. Public endpoints: per IP. Every request also counts against a global per-IP limit.
+- Exceeding a limit: HTTP 429, code -1003, ``Retry-After``.
+- An IP that keeps sending after its 429s (more than ``ban_after`` refusals within a minute) is
+  banned: HTTP 418 for ``ban_seconds`` (default 2 minutes), and the ban is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+from limits import RateLimitItem, RateLimitItemPerSecond
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.storage import storage_from_string
+
+from tradehall.api.errors import ApiError
+from tradehall.codes import Code
+
+log = logging.getLogger("tradehall.limits")
+
+Rate = tuple[int, int]
+"""(requests, seconds)."""
+
+SEED_LIMITS: dict[str, Rate] = {
+    "POST /spot/open/sapi/v1/order": (100, 2),
+    "POST /spot/open/sapi/v1/batchOrders": (50, 2),
+    "GET /spot/open/sapi/v1/order": (20, 2),
+    "POST /spot/open/sapi/v1/cancel": (100, 2),
+    "POST /spot/open/sapi/v1/batchCancel": (50, 2),
+    "GET /spot/open/sapi/v1/openOrders": (20, 2),
+    "GET /spot/open/sapi/v1/myTrades": (20, 2),
+    "GET /spot/open/sapi/v1/account": (20, 2),
+    "POST /spot/open/sapi/v1/margin/order": (10, 1),
+    "POST /futures/open/fapi/v1/cancel": (20, 2),
+    "GET /futures/open/fapi/v1/openOrders": (20, 2),
+    "GET /futures/open/fapi/v1/myTrades": (20, 2),
+    "GET /futures/open/fapi/v1/account": (20, 2),
+}
+"""Per API key, exactly the interface document's table."""
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSettings:
+    enabled: bool = True
+    storage: str = "memory://"
+    """``memory://`` or a Redis URL (``redis://host:6379``)."""
+    signed_default: Rate = (100, 2)
+    """Per key, for signed endpoints the seed's table leaves open."""
+    public_per_ip: Rate = (200, 2)
+    global_per_ip: Rate = (2000, 10)
+    ban_after: int = 50
+    """Refusals (429) from one IP within 60 s beyond which it is banned."""
+    ban_seconds: int = 120
+
+
+def _item(rate: Rate, namespace: str) -> RateLimitItem:
+    return RateLimitItemPerSecond(rate[0], rate[1], namespace=namespace)
+
+
+def async_storage_uri(uri: str) -> str:
+    return uri if uri.startswith("async+") else "async+" + uri
+
+
+class RateLimiter:
+    def __init__(self, settings: LimitSettings) -> None:
+        self.settings = settings
+        self._limiter = MovingWindowRateLimiter(
+            storage_from_string(async_storage_uri(settings.storage))
+        )
+        self._global = _item(settings.global_per_ip, "TH-IP")
+        self._public = _item(settings.public_per_ip, "TH-PUB")
+        self._default = _item(settings.signed_default, "TH-KEY")
+        self._rules = {name: _item(rate, "TH-KEY") for name, rate in SEED_LIMITS.items()}
+        self._strikes = RateLimitItemPerSecond(settings.ban_after, 60, namespace="TH-STRIKE")
+        self._ban = RateLimitItemPerSecond(1, settings.ban_seconds, namespace="TH-BAN")
+
+    async def admit_ip(self, ip: str) -> None:
+        """Before anything else: banned IPs get 418, then the global per-IP limit."""
+        if not await self._limiter.test(self._ban, ip):
+            retry = await self._retry_after(self._ban, ip)
+            raise ApiError(
+                Code.TOO_MANY_REQUESTS,
+                f"IP banned for sending after rate-limit warnings; retry in {retry} s",
+                status=418,
+                headers={"Retry-After": str(retry)},
+            )
+        if not await self._limiter.hit(self._global, ip):
+            await self._refuse(self._global, ip, ip)
+
+    async def admit_public(self, ip: str) -> None:
+        if not await self._limiter.hit(self._public, ip):
+            await self._refuse(self._public, ip, ip)
+
+    async def admit_key(self, endpoint: str, api_key: str, ip: str) -> None:
+        item = self._rules.get(endpoint, self._default)
+        if not await self._limiter.hit(item, api_key, endpoint):
+            await self._refuse(item, ip, api_key, endpoint)
+
+    async def _refuse(self, item: RateLimitItem, ip: str, *identifiers: str) -> None:
+        retry = await self._retry_after(item, *identifiers)
+        if not await self._limiter.hit(self._strikes, ip):
+            await self._limiter.hit(self._ban, ip)
+            log.warning(
+                "banned IP %s for %d s after more than %d rate-limit refusals in 60 s",
+                ip,
+                self.settings.ban_seconds,
+                self.settings.ban_after,
+            )
+        raise ApiError(
+            Code.TOO_MANY_REQUESTS,
+            f"too many requests; limit {item.amount} per {item.multiples} s; retry in {retry} s",
+            status=429,
+            headers={"Retry-After": str(retry)},
+        )
+
+    async def _retry_after(self, item: RateLimitItem, *identifiers: str) -> int:
+        stats = await self._limiter.get_window_stats(item, *identifiers)
+        return max(1, math.ceil(stats.reset_time - time.time()))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Env
-
+from support import Env
 from tradehall.client import Client
 
 

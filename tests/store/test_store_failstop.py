@@ -8,7 +8,7 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from conftest import ADMIN_TOKEN, BASE_URL, FakeClock, make_exchange
+from support import ADMIN_TOKEN, BASE_URL, FakeClock, make_exchange
 from tradehall.api.app import create_app
 from tradehall.client import AdminClient, ApiError, Client
 from tradehall.engine import audit

@@ -7,7 +7,7 @@ import contextlib
 import random
 from pathlib import Path
 
-from conftest import make_exchange
+from support import make_exchange
 from tradehall.codes import Reject
 from tradehall.engine.commands import CancelOrder, Command, Deposit, PlaceOrder, Withdraw
 from tradehall.engine.orders import FOK, GTC, IOC, POST_ONLY

@@ -99,7 +99,8 @@ class Engine:
 
     def _place(self, cmd: PlaceOrder) -> OrderState | None:
         pair, hold = self.spot.validate(cmd)
-        self.spot.check_funds(cmd.account, [hold])
+        if self.ledger.free(cmd.account, hold[0]) < hold[1]:
+            raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {hold[0]} balance")
         if cmd.dry_run:
             return None
         return self.spot.place(cmd, pair, hold)

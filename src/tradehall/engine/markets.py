@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tradehall.units import pow10
 
@@ -38,16 +38,17 @@ class PairSpec:
     trading: bool
     base_decimals: int
     quote_decimals: int
+    base_per_lot: int = field(init=False, compare=False)
+    """Base asset units in one lot."""
+    quote_per_tick_lot: int = field(init=False, compare=False)
+    """Quote asset units of one tick times one lot (price 1 tick, quantity 1 lot)."""
 
-    @property
-    def base_per_lot(self) -> int:
-        """Base asset units in one lot."""
-        return pow10(self.base_decimals - self.quantity_precision)
-
-    @property
-    def quote_per_tick_lot(self) -> int:
-        """Quote asset units of one tick times one lot (price 1 tick, quantity 1 lot)."""
-        return pow10(self.quote_decimals - self.price_precision - self.quantity_precision)
+    def __post_init__(self) -> None:
+        # Precomputed: both are read on every order and every fill.
+        lot = pow10(self.base_decimals - self.quantity_precision)
+        tick_lot = pow10(self.quote_decimals - self.price_precision - self.quantity_precision)
+        object.__setattr__(self, "base_per_lot", lot)
+        object.__setattr__(self, "quote_per_tick_lot", tick_lot)
 
     def quote_amount(self, price: int, qty: int) -> int:
         """Quote asset units for ``qty`` lots at ``price`` ticks (always exact)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
+
+import msgspec
 
 BUY: Final = "BUY"
 SELL: Final = "SELL"
@@ -111,72 +113,25 @@ class Order:
         )
 
 
-class OrderState:
+class OrderState(msgspec.Struct, frozen=True, gc=False):
     """An immutable copy of an order at one moment (events, replies, history)."""
 
-    __slots__ = (
-        "account",
-        "client_id",
-        "filled",
-        "filled_quote",
-        "held",
-        "id",
-        "price",
-        "qty",
-        "quote_qty",
-        "side",
-        "status",
-        "symbol",
-        "tif",
-        "time",
-        "type",
-        "updated",
-    )
+    id: int
+    account: int
+    symbol: str
+    side: str
+    type: str
+    tif: str
+    price: int
+    qty: int
+    quote_qty: int
+    filled: int
+    filled_quote: int
+    held: int
+    status: str
+    client_id: str
+    time: int
+    updated: int
 
-    def __init__(
-        self,
-        id: int,
-        account: int,
-        symbol: str,
-        side: str,
-        type: str,
-        tif: str,
-        price: int,
-        qty: int,
-        quote_qty: int,
-        filled: int,
-        filled_quote: int,
-        held: int,
-        status: str,
-        client_id: str,
-        time: int,
-        updated: int,
-    ) -> None:
-        self.id = id
-        self.account = account
-        self.symbol = symbol
-        self.side = side
-        self.type = type
-        self.tif = tif
-        self.price = price
-        self.qty = qty
-        self.quote_qty = quote_qty
-        self.filled = filled
-        self.filled_quote = filled_quote
-        self.held = held
-        self.status = status
-        self.client_id = client_id
-        self.time = time
-        self.updated = updated
-
-    def as_tuple(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OrderState) and self.as_tuple() == other.as_tuple()
-
-    def __hash__(self) -> int:
-        return hash(self.as_tuple())
-
-    def __repr__(self) -> str:
-        return f"OrderState(id={self.id}, {self.side} {self.type} {self.status})"
+    def as_tuple(self) -> tuple[Any, ...]:
+        return msgspec.structs.astuple(self)

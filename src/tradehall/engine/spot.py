@@ -11,8 +11,6 @@ the resting order is cancelled and matching continues with the next order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tradehall.codes import Code, Reject
 from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import PlaceOrder
@@ -46,10 +44,8 @@ MAX_OPEN_ORDERS = 1000
 _FEE_SCALE = 10**FEE_RATE_DECIMALS
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
-    asset: str
-    amount: int
+Hold = tuple[str, int]
+"""What an order locks: (asset, amount). A plain tuple: built once per order."""
 
 
 class SpotMarkets:
@@ -89,10 +85,10 @@ class SpotMarkets:
             if cmd.side == BUY:
                 if cmd.quote_qty <= 0 or cmd.quote_qty < pair.min_notional:
                     raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
-                hold = Hold(pair.quote, cmd.quote_qty)
+                hold = (pair.quote, cmd.quote_qty)
             else:
                 self._check_quantity(pair, cmd.qty)
-                hold = Hold(pair.base, cmd.qty * pair.base_per_lot)
+                hold = (pair.base, cmd.qty * pair.base_per_lot)
         elif cmd.type == LIMIT:
             if cmd.tif not in TIME_IN_FORCE:
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce must be GTC, IOC, FOK or POST_ONLY")
@@ -105,12 +101,12 @@ class SpotMarkets:
             if notional < pair.min_notional:
                 raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
             if cmd.side == BUY:
-                hold = Hold(pair.quote, notional)
+                hold = (pair.quote, notional)
             else:
-                hold = Hold(pair.base, cmd.qty * pair.base_per_lot)
+                hold = (pair.base, cmd.qty * pair.base_per_lot)
         else:
             raise Reject(Code.BAD_ORDER_TYPE, "type must be LIMIT or MARKET")
-        if hold.amount > MAX_BALANCE:
+        if hold[1] > MAX_BALANCE:
             raise Reject(Code.BAD_PARAM, "volume out of range")
         if cmd.client_id and (cmd.account, pair.symbol, cmd.client_id) in self.by_client_id:
             raise Reject(Code.BAD_PARAM, "newClientOrderId is already used by an open order")
@@ -146,8 +142,8 @@ class SpotMarkets:
 
     def check_funds(self, account: int, holds: list[Hold]) -> None:
         needed: dict[str, int] = {}
-        for hold in holds:
-            needed[hold.asset] = needed.get(hold.asset, 0) + hold.amount
+        for asset, amount in holds:
+            needed[asset] = needed.get(asset, 0) + amount
         for asset, amount in needed.items():
             if self.ledger.free(account, asset) < amount:
                 raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {asset} balance")
@@ -178,8 +174,9 @@ class SpotMarkets:
             order.status = CANCELED
             return self._emit(order)
 
-        order.held = hold.amount
-        self.ledger.change(order.account, hold.asset, -hold.amount, hold.amount, "hold", order.id)
+        asset, amount = hold
+        order.held = amount
+        self.ledger.change(order.account, asset, -amount, amount, "hold", order.id)
         if order.client_id:
             self.by_client_id[(order.account, order.symbol, order.client_id)] = order
         budget_spent = self._match(pair, book, order)

@@ -44,7 +44,7 @@ def authenticate(
     key = find_key(api_key)
     if key is None or key.row.revoked is not None:
         raise ApiError(Code.BAD_KEY, "invalid API key", status=401)
-    if not ts_text.isdigit() or len(ts_text) > 16:
+    if not (ts_text.isascii() and ts_text.isdigit()) or len(ts_text) > 16:
         raise ApiError(Code.TIMESTAMP_WINDOW, "X-CH-TS must be UNIX time in milliseconds")
     ts = int(ts_text)
     if not (ts < now_ms + MAX_AHEAD_MS and now_ms - ts <= recv_window):

@@ -4,6 +4,7 @@ parameters to the handler, render its result or the catalogue's error."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -97,6 +98,28 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):
+        raise _DuplicateKey
+    return mapping
+
+
+def has_duplicate_keys(body: bytes) -> bool:
+    """True when any JSON object in ``body`` (nested ones included) repeats a key."""
+    try:
+        json.loads(body, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey:
+        return True
+    except ValueError:
+        return False
+    return False
+
+
 async def read_params(request: Request) -> tuple[Params, bytes]:
     if request.method == "POST":
         content_type = request.headers.get("content-type", "")
@@ -111,6 +134,10 @@ async def read_params(request: Request) -> tuple[Params, bytes]:
             raise ApiError(Code.BAD_PARAM, "request body is not valid JSON") from None
         if not isinstance(data, dict):
             raise ApiError(Code.BAD_PARAM, "request body must be a JSON object")
+        # Every key is followed by a colon, so when colons and keys are as many, no key can
+        # repeat; otherwise (nested objects, colons in strings) check exactly, off the fast path.
+        if body.count(b":") != len(data) and has_duplicate_keys(body):
+            raise ApiError(Code.TOO_MANY_PARAMS, "a parameter was sent more than once")
         return Params(data), body
     raw_query = request.scope.get("query_string", b"").decode("latin-1")
     pairs = parse_qsl(raw_query, keep_blank_values=True)

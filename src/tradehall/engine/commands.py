@@ -73,4 +73,44 @@ class Withdraw:
     tx_id: str
 
 
-Command = PlaceOrder | PlaceBatch | CancelOrder | CancelBatch | Deposit | Withdraw
+@dataclass(frozen=True, slots=True)
+class MarginTransfer:
+    """Move funds between a user's spot account and its margin account on ``symbol``."""
+
+    ts: int
+    user: int
+    symbol: str
+    asset: str
+    amount: int
+    into_margin: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MarginRepay:
+    """Repay margin debt in ``asset`` from the margin account's free balance."""
+
+    ts: int
+    user: int
+    symbol: str
+    asset: str
+    amount: int
+
+
+@dataclass(frozen=True, slots=True)
+class AccrueInterest:
+    """From the scheduler: charge margin interest for every whole hour passed up to ``ts``."""
+
+    ts: int
+
+
+Command = (
+    PlaceOrder
+    | PlaceBatch
+    | CancelOrder
+    | CancelBatch
+    | Deposit
+    | Withdraw
+    | MarginTransfer
+    | MarginRepay
+    | AccrueInterest
+)

@@ -12,16 +12,20 @@ from typing import Any
 
 from tradehall.codes import Code, Reject
 from tradehall.engine.commands import (
+    AccrueInterest,
     CancelBatch,
     CancelOrder,
     Command,
     Deposit,
+    MarginRepay,
+    MarginTransfer,
     PlaceBatch,
     PlaceOrder,
     Withdraw,
 )
-from tradehall.engine.events import Event, TransferDone
+from tradehall.engine.events import Event, TradeExecuted, TransferDone
 from tradehall.engine.ledger import Ledger
+from tradehall.engine.margin import MARGIN_ACCOUNT_BASE, Margin, MarginAccount
 from tradehall.engine.markets import MarketsSpec
 from tradehall.engine.orders import Order, OrderState
 from tradehall.engine.spot import FEE_ACCOUNT, SpotMarkets
@@ -71,6 +75,7 @@ class Engine:
         self._events: list[Event] = []
         self.ledger = Ledger(self._events)
         self.spot = SpotMarkets(markets.pairs, self.ledger, self._events)
+        self.margin = Margin(markets.margin, markets.pairs, self.ledger, self.spot, self._events)
         self.transfers: dict[str, TransferRecord] = {}
         self.next_transfer_id = 1
         self._handlers: dict[type[Any], Callable[[Any], Any]] = {
@@ -80,12 +85,16 @@ class Engine:
             CancelBatch: self._cancel_batch,
             Deposit: self._deposit,
             Withdraw: self._withdraw,
+            MarginTransfer: self._margin_transfer,
+            MarginRepay: self._margin_repay,
+            AccrueInterest: self._accrue_interest,
         }
 
     def apply(self, cmd: Command) -> Result:
         events: list[Event] = []
         self.ledger.events = events
         self.spot.events = events
+        self.margin.events = events
         reply = self._handlers[type(cmd)](cmd)
         if self.check_invariants:
             from tradehall.engine.audit import check
@@ -99,20 +108,91 @@ class Engine:
 
     def _place(self, cmd: PlaceOrder) -> OrderState | None:
         pair, hold = self.spot.validate(cmd)
-        if self.ledger.free(cmd.account, hold[0]) < hold[1]:
-            raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {hold[0]} balance")
+        asset, amount = hold
+        shortfall = amount - self.ledger.free(cmd.account, asset)
+        margin_account = self._margin_account(cmd.account, pair.symbol)
+        if shortfall > 0:
+            if margin_account is None:
+                raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {asset} balance")
+            self.margin.check_borrow(margin_account, asset, shortfall)  # auto-borrow
         if cmd.dry_run:
             return None
-        return self.spot.place(cmd, pair, hold)
+        if shortfall > 0 and margin_account is not None:
+            self.margin.borrow(margin_account, asset, shortfall, self.spot.next_order_id)
+        start = len(self.spot.events)
+        state = self.spot.place(cmd, pair, hold)
+        self._after_trades(start, cmd.ts)
+        self._retry_waiting(pair.symbol, cmd.ts)
+        return state
+
+    def _retry_waiting(self, symbol: str, ts: int) -> None:
+        """An order may have brought the liquidity an unfinished liquidation waits for."""
+        if self.margin.waiting and self.margin.waiting_on(symbol):
+            start = len(self.spot.events)
+            self.margin.sweep([symbol], ts)
+            self._after_trades(start, ts)
+
+    def _margin_account(self, account: int, symbol: str) -> MarginAccount | None:
+        if account < MARGIN_ACCOUNT_BASE:
+            return None
+        margin_account = self.margin.accounts.get(account)
+        if margin_account is None or margin_account.symbol != symbol:
+            raise Reject(Code.BAD_SYMBOL, f"this margin account does not trade {symbol}")
+        return margin_account
+
+    def _after_trades(self, start: int, ts: int) -> None:
+        """Margin bookkeeping once a command has traded: fills repay debts, and every account
+        of a pair whose price moved is checked for liquidation (whose own trades are then
+        processed the same way)."""
+        if not self.margin.accounts:
+            return
+        events = self.spot.events
+        while start < len(events):
+            batch = events[start:]
+            start = len(events)
+            symbols = {e.trade.symbol for e in batch if type(e) is TradeExecuted}
+            if not symbols:
+                return
+            symbols |= self.margin.auto_repay(batch)
+            self.margin.sweep(symbols, ts)
 
     def _place_batch(self, cmd: PlaceBatch) -> list[OrderState]:
+        self._margin_account(cmd.account, cmd.symbol)
         self.spot.check_batch(cmd.account, cmd.symbol, cmd.orders)
         checked = [self.spot.validate(order) for order in cmd.orders]
         self.spot.check_funds(cmd.account, [hold for _, hold in checked])
-        return [
+        start = len(self.spot.events)
+        placed = [
             self.spot.place(order, pair, hold)
             for order, (pair, hold) in zip(cmd.orders, checked, strict=True)
         ]
+        self._after_trades(start, cmd.ts)
+        self._retry_waiting(cmd.symbol, cmd.ts)
+        return placed
+
+    def _margin_transfer(self, cmd: MarginTransfer) -> MarginAccount:
+        if cmd.amount <= 0:
+            raise Reject(Code.BAD_PARAM, "amount must be positive")
+        if cmd.into_margin:
+            return self.margin.transfer_in(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
+        return self.margin.transfer_out(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
+
+    def _margin_repay(self, cmd: MarginRepay) -> int:
+        self.margin.check_asset(cmd.symbol, cmd.asset)
+        account = self.margin.account_of(cmd.user, cmd.symbol)
+        if account is None or cmd.amount <= 0:
+            raise Reject(Code.BAD_PARAM, "nothing to repay")
+        if self.ledger.free(account.id, cmd.asset) < cmd.amount:
+            raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient free {cmd.asset} to repay")
+        return self.margin.repay(account, cmd.asset, cmd.amount, "repay", account.id)
+
+    def _accrue_interest(self, cmd: AccrueInterest) -> int:
+        hours = self.margin.accrue(cmd.ts)
+        if hours:
+            start = len(self.spot.events)
+            self.margin.sweep(list(self.markets.margin), cmd.ts)
+            self._after_trades(start, cmd.ts)
+        return hours
 
     def _cancel(self, cmd: CancelOrder) -> OrderState:
         self.spot.pair(cmd.symbol)
@@ -217,6 +297,11 @@ class Engine:
                     for order in level.orders():
                         feed(order.snapshot().as_tuple())
         feed((self.spot.next_order_id, self.spot.next_trade_id, self.next_transfer_id))
+        feed(sorted(self.spot.last_price.items()))
+        for account_id in sorted(self.margin.accounts):
+            account = self.margin.accounts[account_id]
+            feed((account.id, account.user, account.symbol, sorted(account.debts.items())))
+        feed((self.margin.next_account_id, self.margin.accrued_hour, sorted(self.margin.waiting)))
         return digest.hexdigest()
 
     # ----------------------------------------------------------------- recovery
@@ -235,6 +320,14 @@ class Engine:
         """Recovered open orders, in ascending id (= original arrival) order."""
         for order in orders:
             self.spot.restore(order)
+
+    def restore_margin(self, accounts: Iterable[MarginAccount], accrued_hour: int | None) -> None:
+        for account in accounts:
+            self.margin.restore_account(account)
+        self.margin.accrued_hour = accrued_hour
+
+    def restore_last_price(self, symbol: str, price: int) -> None:
+        self.spot.last_price[symbol] = price
 
     def restore_counters(self, next_order_id: int, next_trade_id: int) -> None:
         self.spot.next_order_id = max(self.spot.next_order_id, next_order_id)

@@ -62,4 +62,45 @@ class TransferDone(msgspec.Struct, frozen=True, gc=False):
     time: int
 
 
-Event = BalanceChanged | OrderChanged | TradeExecuted | TransferDone
+class MarginAccountOpened(msgspec.Struct, frozen=True, gc=False):
+    id: int
+    user: int
+    symbol: str
+
+
+class DebtChanged(msgspec.Struct, frozen=True, gc=False):
+    """The debt of a margin account in one asset, after a change."""
+
+    account: int
+    asset: str
+    principal: int
+    interest: int
+    reason: str
+    ref: int
+
+
+class InterestAccrued(msgspec.Struct, frozen=True, gc=False):
+    hour: int
+    """Interest has been charged for every hour up to and including this one (ts // 1 h)."""
+
+
+class Liquidated(msgspec.Struct, frozen=True, gc=False):
+    account: int
+    symbol: str
+    deficit_covered: int
+    """Quote-valued debt the insurance fund paid."""
+    written_off: int
+    """Quote-valued debt nobody could pay (the lending pool's loss)."""
+    time: int
+
+
+Event = (
+    BalanceChanged
+    | OrderChanged
+    | TradeExecuted
+    | TransferDone
+    | MarginAccountOpened
+    | DebtChanged
+    | InterestAccrued
+    | Liquidated
+)

@@ -8,6 +8,10 @@ from tradehall.units import pow10
 
 FEE_RATE_DECIMALS = 8
 """Fee rates are integers in units of 1e-8 (0.001 == 100_000)."""
+LEVEL_SCALE = 10_000
+"""Margin risk levels are integers in units of 1e-4 (1.25 == 12_500)."""
+RATE_SCALE = 10**8
+"""Interest rates are integers in units of 1e-8 per hour."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,22 @@ class PairSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class MarginSpec:
+    """Margin settings of one pair."""
+
+    symbol: str
+    max_leverage: int = 5
+    base_hourly_rate: int = 1_000
+    """Interest per hour on borrowed base, in 1e-8 (1_000 == 0.001 % an hour)."""
+    quote_hourly_rate: int = 1_000
+    initial_level: int = 12_500
+    warning_level: int = 11_500
+    liquidation_level: int = 11_000
+
+
+@dataclass(frozen=True, slots=True)
 class MarketsSpec:
     assets: dict[str, AssetSpec]
     pairs: dict[str, PairSpec]
+    margin: dict[str, MarginSpec] = field(default_factory=dict)
+    """Pairs that offer isolated margin, with their settings."""

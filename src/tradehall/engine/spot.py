@@ -61,6 +61,8 @@ class SpotMarkets:
         self.by_client_id: dict[tuple[int, str, str], Order] = {}
         self.next_order_id = 1
         self.next_trade_id = 1
+        self.last_price: dict[str, int] = {}
+        """symbol -> price (ticks) of its latest trade."""
 
     # ----------------------------------------------------------------- validation
 
@@ -278,6 +280,7 @@ class SpotMarkets:
             seller_fee = quote * pair.taker_fee // _FEE_SCALE
         trade_id = self.next_trade_id
         self.next_trade_id += 1
+        self.last_price[pair.symbol] = price
         ledger = self.ledger
 
         # The buyer's hold is consumed at its own limit (or by the amount spent, for MARKET).

@@ -1,0 +1,464 @@
+"""Isolated margin: one margin account per (user, pair), borrowing from a lending pool,
+hourly interest, auto-borrow and auto-repay around orders, and liquidation through the book.
+
+Accounts here are ledger accounts like any other, so conservation covers them: borrowing moves
+funds from the lending pool's account to the margin account and records the debt; repaying
+moves them back (interest first). A deficit left after liquidation is paid to the pool by the
+insurance fund; what the fund cannot cover is written off (the pool's loss).
+
+Values are in the pair's quote units at its last trade price. Risk ratio = assets / debts,
+compared in integer arithmetic against levels expressed in 1e-4 (1.25 == 12_500).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from tradehall.codes import Code, Reject
+from tradehall.engine.commands import PlaceOrder
+from tradehall.engine.events import (
+    BalanceChanged,
+    DebtChanged,
+    Event,
+    InterestAccrued,
+    Liquidated,
+    MarginAccountOpened,
+)
+from tradehall.engine.ledger import Ledger
+from tradehall.engine.markets import (
+    FEE_RATE_DECIMALS,
+    LEVEL_SCALE,
+    RATE_SCALE,
+    MarginSpec,
+    PairSpec,
+)
+from tradehall.engine.orders import BUY, MARKET, SELL
+from tradehall.engine.spot import SpotMarkets
+
+MARGIN_ACCOUNT_BASE = 10**12
+"""Margin account ids start here, far above any user id (a user's spot account is its id)."""
+INSURANCE_ACCOUNT = -1
+POOL_ACCOUNT = -2
+HOUR_MS = 3_600_000
+
+
+class MarginAccount:
+    __slots__ = ("debts", "id", "symbol", "user")
+
+    def __init__(self, id: int, user: int, symbol: str) -> None:
+        self.id = id
+        self.user = user
+        self.symbol = symbol
+        self.debts: dict[str, list[int]] = {}
+        """asset -> [principal, interest]."""
+
+    def has_debt(self) -> bool:
+        return any(p or i for p, i in self.debts.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Risk:
+    assets: int
+    """Value of everything the account holds (free + locked), quote units, rounded down."""
+    debts: int
+    """Value of principal + interest, quote units, rounded up."""
+
+    def ratio_at_least(self, level: int) -> bool:
+        return self.debts == 0 or self.assets * LEVEL_SCALE >= level * self.debts
+
+    def at_or_below(self, level: int) -> bool:
+        return self.debts > 0 and self.assets * LEVEL_SCALE <= level * self.debts
+
+    def ratio(self) -> Fraction | None:
+        return None if self.debts == 0 else Fraction(self.assets, self.debts)
+
+
+class Margin:
+    def __init__(
+        self,
+        specs: dict[str, MarginSpec],
+        pairs: dict[str, PairSpec],
+        ledger: Ledger,
+        spot: SpotMarkets,
+        events: list[Event],
+    ) -> None:
+        self.specs = specs
+        self.pairs = pairs
+        self.ledger = ledger
+        self.spot = spot
+        self.events = events
+        self.accounts: dict[int, MarginAccount] = {}
+        self.by_user: dict[tuple[int, str], MarginAccount] = {}
+        self.next_account_id = MARGIN_ACCOUNT_BASE
+        self.accrued_hour: int | None = None
+        self.waiting: set[int] = set()
+        """Accounts whose liquidation is unfinished for want of liquidity: retried whenever an
+        order arrives on their pair."""
+
+    # ----------------------------------------------------------------- accounts
+
+    @staticmethod
+    def is_margin(account: int) -> bool:
+        return account >= MARGIN_ACCOUNT_BASE
+
+    def spec(self, symbol: str) -> MarginSpec:
+        spec = self.specs.get(symbol)
+        if spec is None:
+            raise Reject(Code.BAD_SYMBOL, f"margin trading is not offered on {symbol}")
+        return spec
+
+    def account_of(self, user: int, symbol: str) -> MarginAccount | None:
+        return self.by_user.get((user, symbol))
+
+    def open_account(self, user: int, symbol: str) -> MarginAccount:
+        account = self.by_user.get((user, symbol))
+        if account is None:
+            account = MarginAccount(self.next_account_id, user, symbol)
+            self.next_account_id += 1
+            self.restore_account(account)
+            self.events.append(MarginAccountOpened(account.id, user, symbol))
+        return account
+
+    def restore_account(self, account: MarginAccount) -> None:
+        self.accounts[account.id] = account
+        self.by_user[(account.user, account.symbol)] = account
+        self.next_account_id = max(self.next_account_id, account.id + 1)
+
+    # ----------------------------------------------------------------- valuation
+
+    def price(self, symbol: str) -> int:
+        price = self.spot.last_price.get(symbol)
+        if not price:
+            raise Reject(
+                Code.INSUFFICIENT_BALANCE, f"{symbol} has no trade price yet to value a loan"
+            )
+        return price
+
+    def risk(
+        self, account: MarginAccount, price: int, extra_debt: tuple[str, int] | None = None
+    ) -> Risk:
+        """Assets and debts valued at ``price``; ``extra_debt`` adds a loan (and its proceeds)
+        being considered."""
+        pair = self.pairs[account.symbol]
+        base_free, base_locked = self.ledger.get(account.id, pair.base)
+        quote_free, quote_locked = self.ledger.get(account.id, pair.quote)
+        base_assets, quote_assets = base_free + base_locked, quote_free + quote_locked
+        base_debt = sum(account.debts.get(pair.base, (0, 0)))
+        quote_debt = sum(account.debts.get(pair.quote, (0, 0)))
+        if extra_debt is not None:
+            asset, amount = extra_debt
+            if asset == pair.base:
+                base_assets += amount
+                base_debt += amount
+            else:
+                quote_assets += amount
+                quote_debt += amount
+        scale = price * pair.quote_per_tick_lot
+        lot = pair.base_per_lot
+        assets = base_assets * scale // lot + quote_assets
+        debts = -(-base_debt * scale // lot) + quote_debt
+        return Risk(assets, debts)
+
+    def liquidation_price(self, account: MarginAccount) -> Fraction | None:
+        """The price (in ticks) at which the risk ratio reaches the liquidation level."""
+        pair = self.pairs[account.symbol]
+        spec = self.specs[account.symbol]
+        base_assets = sum(self.ledger.get(account.id, pair.base))
+        quote_assets = sum(self.ledger.get(account.id, pair.quote))
+        base_debt = sum(account.debts.get(pair.base, (0, 0)))
+        quote_debt = sum(account.debts.get(pair.quote, (0, 0)))
+        unit = Fraction(
+            pair.quote_per_tick_lot, pair.base_per_lot
+        )  # quote units per base unit per tick
+        s, level = LEVEL_SCALE, spec.liquidation_level
+        denominator = (s * base_assets - level * base_debt) * unit
+        numerator = level * quote_debt - s * quote_assets
+        if denominator == 0 or not (base_debt or quote_debt):
+            return None
+        price = Fraction(numerator) / denominator
+        return price if price > 0 else None
+
+    # ----------------------------------------------------------------- borrowing
+
+    def check_borrow(self, account: MarginAccount, asset: str, amount: int) -> None:
+        """Refuse (-2017, nothing changed) a loan the pool cannot give or that would take the
+        account past its maximum leverage."""
+        spec = self.spec(account.symbol)
+        if self.ledger.free(POOL_ACCOUNT, asset) < amount:
+            raise Reject(Code.INSUFFICIENT_BALANCE, f"the lending pool cannot lend {asset} now")
+        risk = self.risk(account, self.price(account.symbol), (asset, amount))
+        equity = risk.assets - risk.debts
+        within_leverage = risk.debts <= (spec.max_leverage - 1) * equity
+        if not (within_leverage and risk.ratio_at_least(spec.initial_level)):
+            raise Reject(
+                Code.INSUFFICIENT_BALANCE,
+                f"insufficient margin: borrowing would exceed {spec.max_leverage}x leverage",
+            )
+
+    def borrow(self, account: MarginAccount, asset: str, amount: int, ref: int) -> None:
+        self.ledger.change(POOL_ACCOUNT, asset, -amount, 0, "loan", ref)
+        self.ledger.change(account.id, asset, amount, 0, "loan", ref)
+        debt = account.debts.setdefault(asset, [0, 0])
+        debt[0] += amount
+        self.events.append(DebtChanged(account.id, asset, debt[0], debt[1], "borrow", ref))
+
+    def repay(self, account: MarginAccount, asset: str, amount: int, reason: str, ref: int) -> int:
+        """Repay up to ``amount`` of the debt in ``asset`` from free balance, interest first.
+        Returns what was repaid."""
+        debt = account.debts.get(asset)
+        if not debt:
+            return 0
+        pay = min(amount, debt[0] + debt[1], self.ledger.free(account.id, asset))
+        if pay <= 0:
+            return 0
+        to_interest = min(pay, debt[1])
+        debt[1] -= to_interest
+        debt[0] -= pay - to_interest
+        self.ledger.change(account.id, asset, -pay, 0, reason, ref)
+        self.ledger.change(POOL_ACCOUNT, asset, pay, 0, reason, ref)
+        self.events.append(DebtChanged(account.id, asset, debt[0], debt[1], reason, ref))
+        if debt == [0, 0]:
+            del account.debts[asset]
+        return pay
+
+    def auto_repay(self, events: Iterable[Event]) -> set[str]:
+        """What fills brought into margin accounts repays their debt in that asset. Returns the
+        symbols of margin accounts touched (for the liquidation sweep)."""
+        credited: dict[tuple[int, str], int] = {}
+        touched: set[str] = set()
+        for event in events:
+            if (
+                type(event) is BalanceChanged
+                and event.reason == "trade"
+                and event.d_free > 0
+                and event.account >= MARGIN_ACCOUNT_BASE
+            ):
+                key = (event.account, event.asset)
+                credited[key] = credited.get(key, 0) + event.d_free
+        for (account_id, asset), amount in credited.items():
+            account = self.accounts[account_id]
+            touched.add(account.symbol)
+            if asset in account.debts:
+                self.repay(account, asset, amount, "repay", account_id)
+        return touched
+
+    # ----------------------------------------------------------------- transfers
+
+    def transfer_in(self, user: int, symbol: str, asset: str, amount: int) -> MarginAccount:
+        self.check_asset(symbol, asset)
+        if self.ledger.free(user, asset) < amount:
+            raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {asset} in the spot account")
+        account = self.open_account(user, symbol)
+        self.ledger.change(user, asset, -amount, 0, "margin_in", account.id)
+        self.ledger.change(account.id, asset, amount, 0, "margin_in", account.id)
+        return account
+
+    def transfer_out(self, user: int, symbol: str, asset: str, amount: int) -> MarginAccount:
+        """Only free funds, and only what keeps the account at or above its initial level."""
+        self.check_asset(symbol, asset)
+        account = self.by_user.get((user, symbol))
+        if account is None or self.ledger.free(account.id, asset) < amount:
+            raise Reject(
+                Code.INSUFFICIENT_BALANCE, f"insufficient free {asset} in the margin account"
+            )
+        if account.has_debt():
+            spec = self.specs[symbol]
+            self.ledger.change(account.id, asset, -amount, 0, "margin_out", account.id)
+            risk = self.risk(account, self.price(symbol))
+            self.ledger.change(account.id, asset, amount, 0, "margin_out", account.id)
+            self.events.pop()
+            self.events.pop()
+            if not risk.ratio_at_least(spec.initial_level):
+                raise Reject(
+                    Code.INSUFFICIENT_BALANCE,
+                    "transfer would take the margin account below its initial risk level",
+                )
+        self.ledger.change(account.id, asset, -amount, 0, "margin_out", account.id)
+        self.ledger.change(user, asset, amount, 0, "margin_out", account.id)
+        return account
+
+    def check_asset(self, symbol: str, asset: str) -> None:
+        self.spec(symbol)
+        pair = self.pairs[symbol]
+        if asset not in (pair.base, pair.quote):
+            raise Reject(Code.BAD_PARAM, f"{asset} is not an asset of {symbol}")
+
+    # ----------------------------------------------------------------- interest
+
+    def accrue(self, ts: int) -> int:
+        """Charge interest for every whole hour passed since the last accrual. Returns the
+        number of hours charged."""
+        hour = ts // HOUR_MS
+        if self.accrued_hour is None or hour <= self.accrued_hour:
+            if self.accrued_hour is None:
+                self.accrued_hour = hour
+                self.events.append(InterestAccrued(hour))
+            return 0
+        hours = hour - self.accrued_hour
+        self.accrued_hour = hour
+        for account in self.accounts.values():
+            if not account.debts:
+                continue
+            spec = self.specs[account.symbol]
+            pair = self.pairs[account.symbol]
+            for asset, debt in account.debts.items():
+                rate = spec.base_hourly_rate if asset == pair.base else spec.quote_hourly_rate
+                charge = hours * -(-debt[0] * rate // RATE_SCALE)
+                if charge:
+                    debt[1] += charge
+                    self.events.append(
+                        DebtChanged(account.id, asset, debt[0], debt[1], "interest", hour)
+                    )
+        self.events.append(InterestAccrued(hour))
+        return hours
+
+    # ----------------------------------------------------------------- liquidation
+
+    def sweep(self, symbols: Iterable[str], ts: int) -> None:
+        """Liquidate every account of these pairs at or below its liquidation level. A
+        liquidation's trades move the price and may reach others, so the pair is looked at
+        again; each account is tried at most once per sweep."""
+        pending = set(symbols) & self.specs.keys()
+        tried: set[int] = set()
+        while pending:
+            symbol = pending.pop()
+            price = self.spot.last_price.get(symbol)
+            if not price:
+                continue
+            level = self.specs[symbol].liquidation_level
+            for account in list(self.accounts.values()):
+                if account.symbol != symbol or account.id in tried or not account.has_debt():
+                    continue
+                if self.risk(account, price).at_or_below(level):
+                    tried.add(account.id)
+                    self.liquidate(account, ts)
+                    pending.add(symbol)
+                    break
+
+    def owed(self, account: MarginAccount, asset: str) -> int:
+        return sum(account.debts.get(asset, (0, 0)))
+
+    def liquidate(self, account: MarginAccount, ts: int) -> None:
+        """Cancel the account's orders, trade through the book what repays its debts, repay.
+        A deficit is covered (insurance fund, then written off) only once the account has
+        nothing left that could still pay it; until then the debt stays and the next trade
+        on the pair tries again."""
+        pair = self.pairs[account.symbol]
+        book = self.spot.books[account.symbol]
+        for order in [o for o in book.orders.values() if o.account == account.id]:
+            self.spot.cancel_resting(book, order, ts)
+        self._repay_from_free(account, pair)
+        base_debt = self.owed(account, pair.base)
+        if base_debt:
+            budget = min(
+                self._cost_to_buy(pair, base_debt), self.ledger.free(account.id, pair.quote)
+            )
+            if budget:
+                self._market(account, pair, BUY, budget, ts)
+                self._repay_from_free(account, pair)
+        base_lots = self.ledger.free(account.id, pair.base) // pair.base_per_lot
+        if self.owed(account, pair.quote) and base_lots and book.bids.best() is not None:
+            self._market(account, pair, SELL, base_lots, ts)
+            self._repay_from_free(account, pair)
+        if not account.debts:
+            self.waiting.discard(account.id)
+            self.events.append(Liquidated(account.id, account.symbol, 0, 0, ts))
+        elif self.exhausted(account, pair):
+            self.waiting.discard(account.id)
+            self._cover_deficit(account, pair, ts)
+        else:
+            self.waiting.add(account.id)
+
+    def waiting_on(self, symbol: str) -> bool:
+        return any(self.accounts[a].symbol == symbol for a in self.waiting)
+
+    def restore_waiting(self) -> None:
+        """After recovery: every account at or below its level waits for liquidity."""
+        for account in self.accounts.values():
+            price = self.spot.last_price.get(account.symbol)
+            spec = self.specs.get(account.symbol)
+            if (
+                price
+                and spec
+                and account.has_debt()
+                and self.risk(account, price).at_or_below(spec.liquidation_level)
+            ):
+                self.waiting.add(account.id)
+
+    def _repay_from_free(self, account: MarginAccount, pair: PairSpec) -> None:
+        for asset in (pair.base, pair.quote):
+            self.repay(
+                account, asset, self.ledger.free(account.id, asset), "liquidation", account.id
+            )
+
+    def _cost_to_buy(self, pair: PairSpec, base_units: int) -> int:
+        """Quote needed to receive ``base_units`` of base, taker fee included, from the asks
+        as they rest now (all of them if they are not enough)."""
+        scale = 10**FEE_RATE_DECIMALS
+        lots = -(-base_units // pair.base_per_lot)
+        while (
+            lots * pair.base_per_lot - lots * pair.base_per_lot * pair.taker_fee // scale
+            < base_units
+        ):
+            lots += 1
+        cost = 0
+        for level in self.spot.books[pair.symbol].asks.iter_levels():
+            take = min(lots, level.total)
+            cost += level.price * take * pair.quote_per_tick_lot
+            lots -= take
+            if not lots:
+                break
+        return cost
+
+    def exhausted(self, account: MarginAccount, pair: PairSpec) -> bool:
+        """Nothing the account holds can still pay what it owes: no base lot left to sell for a
+        quote debt; for a base debt, not enough quote for one lot at the best ask."""
+        if (
+            self.owed(account, pair.quote)
+            and self.ledger.free(account.id, pair.base) >= pair.base_per_lot
+        ):
+            return False
+        if self.owed(account, pair.base):
+            best = self.spot.books[pair.symbol].asks.best()
+            quote = self.ledger.free(account.id, pair.quote)
+            if best is None and quote > 0:
+                return False
+            if best is not None and quote >= best.price * pair.quote_per_tick_lot:
+                return False
+        return True
+
+    def _cover_deficit(self, account: MarginAccount, pair: PairSpec, ts: int) -> None:
+        """The insurance fund pays the pool what the account cannot; the rest is written off."""
+        covered = written_off = 0
+        price = self.spot.last_price.get(account.symbol, 0)
+        for asset in list(account.debts):
+            owed = self.owed(account, asset)
+            paid = min(owed, self.ledger.free(INSURANCE_ACCOUNT, asset))
+            if paid:
+                self.ledger.change(INSURANCE_ACCOUNT, asset, -paid, 0, "insurance", account.id)
+                self.ledger.change(POOL_ACCOUNT, asset, paid, 0, "insurance", account.id)
+            covered += self._value(pair, asset, paid, price)
+            written_off += self._value(pair, asset, owed - paid, price)
+            del account.debts[asset]
+            reason = "insured" if paid == owed else "written_off"
+            self.events.append(DebtChanged(account.id, asset, 0, 0, reason, account.id))
+        self.events.append(Liquidated(account.id, account.symbol, covered, written_off, ts))
+
+    def _value(self, pair: PairSpec, asset: str, amount: int, price: int) -> int:
+        if asset == pair.quote:
+            return amount
+        return amount * price * pair.quote_per_tick_lot // pair.base_per_lot
+
+    def _market(
+        self, account: MarginAccount, pair: PairSpec, side: str, size: int, ts: int
+    ) -> None:
+        """A liquidation order: MARKET through the book, bypassing order minimums."""
+        if side == BUY:
+            cmd = PlaceOrder(ts, account.id, pair.symbol, BUY, MARKET, quote_qty=size)
+            hold = (pair.quote, size)
+        else:
+            cmd = PlaceOrder(ts, account.id, pair.symbol, SELL, MARKET, qty=size)
+            hold = (pair.base, size * pair.base_per_lot)
+        self.spot.place(cmd, pair, hold)

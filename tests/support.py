@@ -7,18 +7,24 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.testclient import TestClient
 
 from tradehall.client import AdminClient, Client
 from tradehall.config import load_config
+from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.store.base import Store
+from tradehall.store.factory import open_store
 from tradehall.store.sqlite import SQLiteStore
 
 ADMIN_TOKEN = "test-admin-token"
@@ -83,8 +89,12 @@ class Env:
         return report
 
 
-def make_exchange(db_path: Path) -> Exchange:
-    store = SQLiteStore(db_path, "normal")
+def make_exchange(db_path: Path | None = None, *, store: Store | None = None) -> Exchange:
+    """A recovered exchange with every invariant checked after every command: on the SQLite
+    file ``db_path``, or on ``store`` when given."""
+    if store is None:
+        assert db_path is not None
+        store = SQLiteStore(db_path, "normal")
     store.migrate()
     exchange = Exchange(load_config(), store, check_invariants=True)
     exchange.recover()
@@ -140,3 +150,97 @@ def start_server(data_dir: Path, *extra: str, timeout: float = 20.0) -> ServerPr
             time.sleep(0.05)
     server.stop(signal.SIGKILL)
     raise RuntimeError("server did not answer in time")
+
+
+# --------------------------------------------------------------------------- store backends
+
+PG_URL_VAR = "TRADEHALL_TEST_PG"
+PG_URL = os.environ.get(PG_URL_VAR) or "postgresql://127.0.0.1:5432/test"
+PG_STATE: dict[str, Any] = {"skipped": 0}
+"""The probe's answer ("reason": None when reachable) and how many tests it skipped."""
+
+
+def postgres_unreachable() -> str | None:
+    """Why PostgreSQL tests cannot run here (one line), or None; probed once per session."""
+    if "reason" not in PG_STATE:
+        import psycopg
+
+        try:
+            psycopg.connect(PG_URL, connect_timeout=3).close()
+            PG_STATE["reason"] = None
+        except psycopg.Error as exc:
+            detail = " ".join(str(exc).split("\n", 1)[0].split()) or type(exc).__name__
+            PG_STATE["reason"] = (
+                f"no PostgreSQL at {PG_URL} ({detail}); start it (.ci/run does) or set {PG_URL_VAR}"
+            )
+    reason: str | None = PG_STATE["reason"]
+    return reason
+
+
+@dataclass
+class Backend:
+    """One store backend for a test. Each data folder a test uses gets its own store: a SQLite
+    file in the folder, or a fresh PostgreSQL schema, dropped when the test ends."""
+
+    name: str
+    schemas: dict[Path, str] = field(default_factory=dict)
+
+    def database(self, data_dir: Path) -> str:
+        """The --database value for ``data_dir``'s store ("" for SQLite)."""
+        if self.name == "sqlite":
+            return ""
+        if data_dir not in self.schemas:
+            schema = f"th_test_{uuid.uuid4().hex[:12]}"
+            self._admin(f"CREATE SCHEMA {schema}")
+            self.schemas[data_dir] = schema
+        schema = self.schemas[data_dir]
+        options = quote(f"-csearch_path={schema}")
+        sep = "&" if "?" in PG_URL else "?"
+        return f"{PG_URL}{sep}options={options}&application_name={schema}"
+
+    def server_args(self, data_dir: Path) -> tuple[str, ...]:
+        database = self.database(data_dir)
+        return ("--database", database) if database else ()
+
+    def open_store(self, data_dir: Path, synchronous: str = "normal") -> Store:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return open_store(self.database(data_dir), data_dir, synchronous=synchronous)
+
+    def exchange(self, data_dir: Path) -> Exchange:
+        return make_exchange(store=self.open_store(data_dir))
+
+    def query(self, data_dir: Path, sql: str) -> list[Any]:
+        """Rows of ``sql`` run directly on ``data_dir``'s database."""
+        if self.name == "sqlite":
+            db = sqlite3.connect(DataDir(data_dir).db_path)
+            try:
+                return db.execute(sql).fetchall()
+            finally:
+                db.close()
+        import psycopg
+
+        with psycopg.connect(self.database(data_dir)) as conn:
+            return conn.execute(sql).fetchall()
+
+    def terminate(self, data_dir: Path) -> int:
+        """PostgreSQL: end every server session of ``data_dir``'s store, as a crashed or
+        restarted database server would; the number ended."""
+        rows = self._admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (self.schemas[data_dir],),
+        )
+        return sum(1 for (ended,) in rows if ended)
+
+    def drop(self) -> None:
+        for data_dir, schema in self.schemas.items():
+            self.terminate(data_dir)
+            self._admin(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        self.schemas.clear()
+
+    def _admin(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        import psycopg
+
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []

@@ -8,10 +8,12 @@ changed behind a running server's back. Every command takes ``--json`` for scrip
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,14 +26,18 @@ from tradehall.codes import Reject
 from tradehall.config import Config, ConfigError, load_config
 from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
-from tradehall.store.base import StoreError
-from tradehall.store.sqlite import SQLiteStore
+from tradehall.store.base import Store, StoreError
+from tradehall.store.factory import ENV_VAR, database_problem, open_store
 
 app = typer.Typer(help="tradehall: a self-hostable crypto exchange.", no_args_is_help=True)
 user_app = typer.Typer(help="Manage users.", no_args_is_help=True)
 key_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(user_app, name="user")
 app.add_typer(key_app, name="key")
+db_app = typer.Typer(
+    help="Manage the store: schema upgrades, export and import.", no_args_is_help=True
+)
+app.add_typer(db_app, name="db")
 
 DataDirOpt = Annotated[
     Path | None,
@@ -39,6 +45,15 @@ DataDirOpt = Annotated[
 ]
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML config file [default: built-in]")
+]
+DatabaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--database",
+        envvar=ENV_VAR,
+        help="PostgreSQL URL (postgresql://...) [default: from config, else SQLite in the data"
+        " folder]",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 UserOpt = Annotated[int, typer.Option("--user", help="User id.")]
@@ -55,12 +70,25 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _load(config: Path | None, data_dir: Path | None) -> tuple[Config, DataDir]:
+def _load(
+    config: Path | None, data_dir: Path | None, database: str | None = None
+) -> tuple[Config, DataDir]:
+    """The configuration, with ``database`` (from --database or TRADEHALL_DATABASE) overriding
+    the file's, and the data folder."""
     try:
         cfg = load_config(config)
     except ConfigError as exc:
         raise CliError(f"configuration error: {exc}") from None
+    if database:
+        problem = database_problem(database)
+        if problem is not None:
+            raise CliError(f"--database / {ENV_VAR}: {problem}")
+        cfg = replace(cfg, server=replace(cfg.server, database=database))
     return cfg, DataDir(data_dir if data_dir is not None else cfg.server.data_dir)
+
+
+def _open_store(cfg: Config, datadir: DataDir) -> Store:
+    return open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
 
 
 def _emit(result: Any, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
@@ -121,7 +149,7 @@ def _running_admin(datadir: DataDir) -> AdminClient | None:
 def _offline(cfg: Config, datadir: DataDir) -> Iterator[Exchange]:
     try:
         with datadir.lock():
-            store = SQLiteStore(datadir.db_path, cfg.server.sqlite_synchronous)
+            store = _open_store(cfg, datadir)
             try:
                 store.migrate()
                 exchange = Exchange(cfg, store)
@@ -141,9 +169,11 @@ def _operate(
     online: Callable[[AdminClient], Any],
     offline: Callable[[Exchange, int], Any],
     human: Callable[[Any], str] | None = None,
+    *,
+    database: str | None = None,
 ) -> None:
     try:
-        cfg, datadir = _load(config, data_dir)
+        cfg, datadir = _load(config, data_dir, database)
         admin = _running_admin(datadir)
         if admin is not None:
             try:
@@ -177,11 +207,12 @@ def serve(
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
     demo: Annotated[bool, typer.Option("--demo", help="Create and fund a demo account.")] = False,
+    database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the exchange (SQLite in the data folder)."""
+    """Run the exchange (SQLite in the data folder, or PostgreSQL with --database)."""
     try:
-        cfg, datadir = _load(config, data_dir)
+        cfg, datadir = _load(config, data_dir, database)
         bind_host = host or cfg.server.host
         bind_port = cfg.server.port if port is None else port
         with datadir.lock():
@@ -197,6 +228,8 @@ def serve(
         _fail(CliError(str(exc)), as_json)
     except DataDirBusy as exc:
         _fail(CliError(f"{exc}: is a server already running on it?"), as_json)
+    except StoreError as exc:
+        _fail(CliError(str(exc), -1001), as_json)
     except CliError as exc:
         _fail(exc, as_json)
 
@@ -221,6 +254,7 @@ def user_create(
     name: Annotated[str | None, typer.Option(help="Display name.")] = None,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
+    database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a user (its spot account starts empty)."""
@@ -230,15 +264,26 @@ def user_create(
         as_json,
         lambda admin: admin.create_user(name),
         lambda ex, ts: ops.create_user(ex, name, ts),
+        database=database,
     )
 
 
 @user_app.command("list")
 def user_list(
-    data_dir: DataDirOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List users."""
-    _operate(config, data_dir, as_json, lambda a: a.list_users(), lambda ex, ts: ops.list_users(ex))
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda a: a.list_users(),
+        lambda ex, ts: ops.list_users(ex),
+        database=database,
+    )
 
 
 @key_app.command("create")
@@ -250,6 +295,7 @@ def key_create(
     ] = None,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
+    database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create an API key for a user; the secret is shown once."""
@@ -260,6 +306,7 @@ def key_create(
         as_json,
         lambda admin: admin.create_key(user, read_only=read_only, ips=ips),
         lambda ex, ts: ops.create_key(ex, user, read_only, ips, ts),
+        database=database,
     )
 
 
@@ -268,6 +315,7 @@ def key_revoke(
     api_key: Annotated[str, typer.Argument(help="The API key to revoke.")],
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
+    database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Revoke an API key (effective at once)."""
@@ -277,6 +325,7 @@ def key_revoke(
         as_json,
         lambda admin: admin.revoke_key(api_key),
         lambda ex, ts: ops.revoke_key(ex, api_key, ts),
+        database=database,
     )
 
 
@@ -294,6 +343,7 @@ def _transfer_command(kind: str) -> Callable[..., None]:
         ] = None,
         data_dir: DataDirOpt = None,
         config: ConfigOpt = None,
+        database: DatabaseOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         def online(admin: AdminClient) -> Any:
@@ -306,6 +356,7 @@ def _transfer_command(kind: str) -> Callable[..., None]:
             as_json,
             online,
             lambda ex, ts: ops.transfer(ex, kind, user, asset, amount, tx_id, ts),
+            database=database,
         )
 
     command.__doc__ = (
@@ -328,7 +379,11 @@ def _balances_table(result: Any) -> str:
 
 @app.command()
 def balances(
-    user: UserOpt, data_dir: DataDirOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False
+    user: UserOpt,
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Show a user's spot balances."""
     _operate(
@@ -338,6 +393,7 @@ def balances(
         lambda admin: admin.balances(user),
         lambda ex, ts: ops.balances(ex, user),
         _balances_table,
+        database=database,
     )
 
 
@@ -375,7 +431,10 @@ def _audit_text(result: Any) -> str:
 
 @app.command()
 def markets(
-    data_dir: DataDirOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List assets and spot pairs."""
     _operate(
@@ -385,11 +444,17 @@ def markets(
         lambda a: a.markets(),
         lambda ex, ts: ops.markets(ex),
         _markets_table,
+        database=database,
     )
 
 
 @app.command()
-def audit(data_dir: DataDirOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+def audit(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Check every invariant (conservation, holds, books, ledger); exit 1 on any violation."""
     holder: dict[str, Any] = {}
 
@@ -404,9 +469,120 @@ def audit(data_dir: DataDirOpt = None, config: ConfigOpt = None, as_json: JsonOp
         lambda a: keep(a.audit()),
         lambda ex, ts: keep(ops.audit(ex)),
         _audit_text,
+        database=database,
     )
     if not holder.get("result", {}).get("ok", False):
         raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------- the store
+
+
+def _with_store(
+    config: Path | None,
+    data_dir: Path | None,
+    database: str | None,
+    as_json: bool,
+    action: Callable[[Store], Any],
+    human: Callable[[Any], str],
+) -> None:
+    """Run ``action`` on the store alone, holding the data folder's lock (and, on PostgreSQL,
+    the database's): never beside a running server."""
+    try:
+        cfg, datadir = _load(config, data_dir, database)
+        try:
+            with datadir.lock():
+                store = _open_store(cfg, datadir)
+                try:
+                    result = action(store)
+                finally:
+                    store.close()
+        except DataDirBusy as exc:
+            raise CliError(f"{exc}: stop the server first") from None
+        except StoreError as exc:
+            raise CliError(str(exc), -1001) from None
+        _emit(result, as_json, human)
+    except CliError as exc:
+        _fail(exc, as_json)
+
+
+def _rows_text(result: Any, done: str) -> str:
+    """``done`` is e.g. "exported {n} rows to {file}"."""
+    rows = result["rows"]
+    head = done.format(n=sum(rows.values()), file=result["file"])
+    lines = [f"{head} (schema version {result['version']})"]
+    return "\n".join(lines + [f"  {table}: {n}" for table, n in rows.items()])
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create or upgrade the store's schema (serve also does this on start)."""
+    _with_store(
+        config,
+        data_dir,
+        database,
+        as_json,
+        lambda store: {"version": store.migrate()},
+        lambda result: f"schema version {result['version']}",
+    )
+
+
+@db_app.command("export")
+def db_export(
+    out: Annotated[Path, typer.Option("--out", help="File to write (JSON Lines).")],
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write every table to a file that `db import` loads into another store (of either kind)."""
+
+    def export(store: Store) -> Any:
+        version = store.migrate()
+        partial = out.with_name(out.name + ".partial")
+        try:
+            with open(partial, "w", encoding="utf-8") as f:
+                rows = store.export_to(f)
+                f.flush()
+                os.fsync(f.fileno())
+            partial.replace(out)
+        except OSError as exc:
+            raise CliError(f"cannot write {out}: {exc.strerror or exc}") from None
+        finally:
+            partial.unlink(missing_ok=True)
+        return {"file": str(out), "version": version, "rows": rows}
+
+    human = "exported {n} rows to {file}"
+    _with_store(config, data_dir, database, as_json, export, lambda r: _rows_text(r, human))
+
+
+@db_app.command("import")
+def db_import(
+    source: Annotated[Path, typer.Option("--in", help="A file written by `db export`.")],
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Load an export into an empty store, all or nothing (e.g. from SQLite to PostgreSQL)."""
+
+    def load(store: Store) -> Any:
+        version = store.migrate()
+        try:
+            f = open(source, encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise CliError(f"cannot read {source}: {exc.strerror or exc}") from None
+        with f:
+            rows = store.import_from(f)
+        return {"file": str(source), "version": version, "rows": rows}
+
+    human = "imported {n} rows from {file}"
+    _with_store(config, data_dir, database, as_json, load, lambda r: _rows_text(r, human))
 
 
 @app.command()

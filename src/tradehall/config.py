@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from importlib import resources
 
 from tradehall.engine.markets import FEE_RATE_DECIMALS, AssetSpec, MarketsSpec, PairSpec
+from tradehall.store.factory import database_problem
 from tradehall.units import UnitsError, to_units
 
 BUILTIN_SOURCE = "<built-in>"
@@ -27,7 +28,7 @@ _MAX_FEE_RATE = Decimal("0.1")
 _SYNCHRONOUS_LEVELS = ("full", "normal")
 
 _TOP_KEYS = ("server", "assets", "pairs")
-_SERVER_KEYS = ("host", "port", "data_dir", "sqlite_synchronous", "rate_limits")
+_SERVER_KEYS = ("host", "port", "data_dir", "database", "sqlite_synchronous", "rate_limits")
 _ASSET_KEYS = ("name", "decimals")
 _PAIR_KEYS = (
     "symbol",
@@ -49,6 +50,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     data_dir: str = "./tradehall-data"
+    database: str = ""
+    """Empty: SQLite in data_dir. A postgresql:// URL: PostgreSQL (see docs/storage.md)."""
     sqlite_synchronous: str = "full"
     """SQLite PRAGMA synchronous level: "full" or "normal"."""
     rate_limits: bool = True
@@ -362,6 +365,10 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
     data_dir = table.string("data_dir", defaults.data_dir)
     if not data_dir.strip():
         raise table.error("data_dir", "must not be empty")
+    database = table.string("database", defaults.database)
+    problem = database_problem(database)
+    if problem is not None:
+        raise table.error("database", problem)
     synchronous = table.string("sqlite_synchronous", defaults.sqlite_synchronous)
     if synchronous not in _SYNCHRONOUS_LEVELS:
         choices = " or ".join(repr(level) for level in _SYNCHRONOUS_LEVELS)
@@ -370,6 +377,7 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
         host=host,
         port=table.integer("port", 1, 65535, defaults.port),
         data_dir=data_dir,
+        database=database,
         sqlite_synchronous=synchronous,
         rate_limits=table.boolean("rate_limits", defaults.rate_limits),
     )

@@ -18,9 +18,10 @@ from tradehall.config import Config
 from tradehall.engine.commands import Command
 from tradehall.engine.engine import Engine
 from tradehall.engine.events import TradeExecuted
+from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.store.base import Store, StoreError
-from tradehall.store.batch import Batch, KeyRow, UserRow
+from tradehall.store.batch import ACCRUED_HOUR, Batch, KeyRow, UserRow
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -76,6 +77,13 @@ class Exchange:
             self.marketdata.restore_bars(symbol, interval, bars)
         for symbol, trades in snap.recent_trades:
             self.marketdata.restore_trades(symbol, trades)
+            self.engine.restore_last_price(symbol, trades[-1].price)
+        accounts = {
+            id: MarginAccount(id, user, symbol) for id, user, symbol in snap.margin_accounts
+        }
+        for account_id, asset, principal, interest in snap.debts:
+            accounts[account_id].debts[asset] = [principal, interest]
+        self.engine.restore_margin(accounts.values(), snap.engine_state.get(ACCRUED_HOUR))
 
     # ----------------------------------------------------------------- state changes
 

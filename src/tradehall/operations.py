@@ -104,7 +104,8 @@ def balances(ex: Exchange, user_id: int) -> dict[str, Any]:
     if user_id != FEE_ACCOUNT:
         ex.require_user(user_id)
     amounts = ex.engine.balances(user_id)
-    return {"userId": user_id, "balances": wire.balances(ex.config.markets.assets, amounts)}
+    balances = wire.balances(ex.config.markets.assets, amounts)
+    return {"userId": user_id, "balances": wire.to_builtins(balances)}
 
 
 def markets(ex: Exchange) -> dict[str, Any]:

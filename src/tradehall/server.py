@@ -19,7 +19,7 @@ from tradehall.api.app import create_app
 from tradehall.config import Config
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
-from tradehall.store.sqlite import SQLiteStore
+from tradehall.store.factory import open_store
 
 
 class ListenError(Exception):
@@ -71,8 +71,9 @@ def run(
     demo: bool,
     announce: Callable[[str, dict[str, Any] | None], None],
 ) -> None:
-    """Serve until signalled. The caller holds the data folder's lock."""
-    store = SQLiteStore(datadir.db_path, cfg.server.sqlite_synchronous)
+    """Serve until signalled. The caller holds the data folder's lock (the store: SQLite in the
+    folder, or PostgreSQL, whose advisory lock the store takes)."""
+    store = open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
     try:
         store.migrate()
         debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")

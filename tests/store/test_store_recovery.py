@@ -1,5 +1,5 @@
 """Determinism and exact recovery: the same command stream gives the same state hash, and a
-fresh engine recovered from the store has the hash the live engine had."""
+fresh engine recovered from the store has the hash the live engine had; on every backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextlib
 import random
 from pathlib import Path
 
-from support import make_exchange
+from support import Backend
 from tradehall.codes import Reject
 from tradehall.engine.commands import CancelOrder, Command, Deposit, PlaceOrder, Withdraw
 from tradehall.engine.orders import FOK, GTC, IOC, POST_ONLY
@@ -58,15 +58,15 @@ def run(exchange: Exchange, commands: list[Command], commit_every: int) -> None:
     exchange.commit_now()
 
 
-def test_same_stream_same_hash(tmp_path: Path) -> None:
+def test_same_stream_same_hash(backend: Backend, tmp_path: Path) -> None:
     commands = command_stream(7, 600)
-    first = make_exchange(tmp_path / "a.db")
-    second = make_exchange(tmp_path / "b.db")
+    first = backend.exchange(tmp_path / "a")
+    second = backend.exchange(tmp_path / "b")
     try:
         run(first, commands, 1)
         run(second, commands, 50)
         assert first.engine.state_hash() == second.engine.state_hash()
-        other = make_exchange(tmp_path / "c.db")
+        other = backend.exchange(tmp_path / "c")
         run(other, command_stream(8, 600), 10)
         assert other.engine.state_hash() != first.engine.state_hash()
         other.store.close()
@@ -75,22 +75,22 @@ def test_same_stream_same_hash(tmp_path: Path) -> None:
         second.store.close()
 
 
-def test_recovery_reproduces_the_live_state_exactly(tmp_path: Path) -> None:
-    db = tmp_path / "live.db"
-    live = make_exchange(db)
+def test_recovery_reproduces_the_live_state_exactly(backend: Backend, tmp_path: Path) -> None:
+    db = tmp_path / "live"
+    live = backend.exchange(db)
     try:
         run(live, command_stream(11, 800), 7)
         live_hash = live.engine.state_hash()
         assert any(book.orders for book in live.engine.spot.books.values())
     finally:
         live.store.close()
-    recovered = make_exchange(db)
+    recovered = backend.exchange(db)
     try:
         assert recovered.engine.state_hash() == live_hash
         # And it carries on identically: the same further commands give the same result.
         tail = command_stream(12, 200)[6:]
         run(recovered, tail, 5)
-        reference = make_exchange(tmp_path / "reference.db")
+        reference = backend.exchange(tmp_path / "reference")
         run(reference, command_stream(11, 800) + tail, 3)
         assert recovered.engine.state_hash() == reference.engine.state_hash()
         reference.store.close()

@@ -1,13 +1,12 @@
 """Crash safety: kill -9 a real server in the middle of concurrent signed trading, restart it on
 the same data folder, and prove the promise: every acknowledged order and cancel is there in the
 state its response said (or a later one), nothing unacknowledged was applied twice, and every
-invariant holds."""
+invariant holds. Runs on every store backend (the ``backend`` parameter)."""
 
 from __future__ import annotations
 
 import random
 import signal
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from support import Backend
 from tradehall.client import AdminClient, ApiError, Client
 
 LATER = {
@@ -85,8 +85,10 @@ def trader_loop(client: Client, tag: str, seed: int, stop: threading.Event, log:
             return
 
 
-def run_and_kill(server_factory: Any, data_dir: Path, kill_after: float, seed: int) -> Ledger:
-    server = server_factory(data_dir)
+def run_and_kill(
+    server_factory: Any, backend: Backend, data_dir: Path, kill_after: float, seed: int
+) -> Ledger:
+    server = server_factory(data_dir, *backend.server_args(data_dir))
     admin_token = (data_dir / "admin.token").read_text().strip()
     admin = AdminClient(server.url, admin_token)
     clients = []
@@ -115,26 +117,25 @@ def run_and_kill(server_factory: Any, data_dir: Path, kill_after: float, seed: i
     return log
 
 
-def verify_after_restart(server_factory: Any, data_dir: Path, log: Ledger) -> None:
-    server = server_factory(data_dir)
+def verify_after_restart(
+    server_factory: Any, backend: Backend, data_dir: Path, log: Ledger
+) -> None:
+    server = server_factory(data_dir, *backend.server_args(data_dir))
     token = (data_dir / "admin.token").read_text().strip()
     with AdminClient(server.url, token) as admin:
         report = admin.audit()
         assert report["ok"], report["problems"]
     assert server.stop() == 0
 
-    db = sqlite3.connect(data_dir / "tradehall.db")
-    try:
-        rows = {
-            str(r[0]): (r[1], r[2], r[3])
-            for r in db.execute("SELECT id, status, filled, client_id FROM orders")
-        }
-        duplicated = db.execute(
-            "SELECT client_id, COUNT(*) FROM orders WHERE client_id != ''"
-            " GROUP BY client_id HAVING COUNT(*) > 1"
-        ).fetchall()
-    finally:
-        db.close()
+    rows = {
+        str(r[0]): (r[1], r[2], r[3])
+        for r in backend.query(data_dir, "SELECT id, status, filled, client_id FROM orders")
+    }
+    duplicated = backend.query(
+        data_dir,
+        "SELECT client_id, COUNT(*) FROM orders WHERE client_id != ''"
+        " GROUP BY client_id HAVING COUNT(*) > 1",
+    )
     assert duplicated == [], "an order was applied twice"
     assert log.placed, "the load generator placed nothing before the kill"
     for order_id, answer in log.placed.items():
@@ -148,23 +149,24 @@ def verify_after_restart(server_factory: Any, data_dir: Path, log: Ledger) -> No
 
 @pytest.mark.parametrize("kill_after,seed", [(0.6, 1), (1.3, 2), (2.1, 3)])
 def test_kill_9_under_load_loses_nothing_acknowledged(
-    server_factory: Any, tmp_path: Path, kill_after: float, seed: int
+    server_factory: Any, backend: Backend, tmp_path: Path, kill_after: float, seed: int
 ) -> None:
     data_dir = tmp_path / "data"
-    log = run_and_kill(server_factory, data_dir, kill_after, seed)
-    verify_after_restart(server_factory, data_dir, log)
+    log = run_and_kill(server_factory, backend, data_dir, kill_after, seed)
+    verify_after_restart(server_factory, backend, data_dir, log)
 
 
 def test_repeated_crashes_on_one_folder_keep_every_invariant(
-    server_factory: Any, tmp_path: Path
+    server_factory: Any, backend: Backend, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
     logs = [
-        run_and_kill(server_factory, data_dir, delay, 10 + i) for i, delay in enumerate((0.5, 0.9))
+        run_and_kill(server_factory, backend, data_dir, delay, 10 + i)
+        for i, delay in enumerate((0.5, 0.9))
     ]
     merged = Ledger()
     for log in logs:
         merged.placed.update(log.placed)
         merged.canceled |= log.canceled
         merged.unanswered_client_ids |= log.unanswered_client_ids
-    verify_after_restart(server_factory, data_dir, merged)
+    verify_after_restart(server_factory, backend, data_dir, merged)

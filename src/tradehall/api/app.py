@@ -12,13 +12,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tradehall.api import admin, spot
+from tradehall.api import admin, margin, openapi, spot
 from tradehall.api.errors import error_response
 from tradehall.api.http import AppState
 from tradehall.api.ratelimit import LimitSettings, RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
 from tradehall.exchange import Exchange
+from tradehall.scheduler import Scheduler
 from tradehall.store.writer import GroupCommitter
 
 
@@ -41,8 +42,11 @@ def create_app(
     clock: Callable[[], int] = wall_clock_ms,
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
+    run_scheduler: bool = True,
 ) -> Starlette:
-    """The whole API. Rate limits are off unless ``limits`` says ``enabled``."""
+    """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
+    (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
+    drive it with ``app.state.scheduler.tick()``."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -54,20 +58,27 @@ def create_app(
         replay=make_guard(settings.storage),
     )
 
+    scheduler = Scheduler(exchange, committer, clock)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if run_scheduler:
+            scheduler.start()
         try:
             yield
         finally:
+            await scheduler.stop()
             with contextlib.suppress(Exception):
                 await committer.flush()
             committer.close()
             state.reader.shutdown(wait=True)
 
     app = Starlette(
-        routes=spot.routes() + admin.routes(),
+        routes=spot.routes() + margin.routes() + admin.routes(),
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )
+    app.router.routes.append(openapi.route(app.router.routes))
     app.state.tradehall = state
+    app.state.scheduler = scheduler
     return app

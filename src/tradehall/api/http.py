@@ -61,6 +61,8 @@ class Call:
     now: int
     key: ApiKey | None
     request: Request
+    account_id: int | None = None
+    """The ledger account the call acts on, when not the key owner's spot account (margin)."""
 
     @property
     def exchange(self) -> Exchange:
@@ -68,6 +70,13 @@ class Call:
 
     @property
     def account(self) -> int:
+        if self.account_id is not None:
+            return self.account_id
+        assert self.key is not None
+        return self.key.user_id
+
+    @property
+    def user(self) -> int:
         assert self.key is not None
         return self.key.user_id
 

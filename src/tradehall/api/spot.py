@@ -35,37 +35,22 @@ def pair_of(call: Call, params: Params | None = None) -> PairSpec:
 
 
 async def ping(call: Call) -> Any:
-    return {}
+    return wire.EMPTY
 
 
 async def server_time(call: Call) -> Any:
-    return {"serverTime": call.now, "timezone": "UTC"}
+    return wire.server_time(call.now)
 
 
 async def symbols(call: Call) -> Any:
-    return {
-        "symbols": [
-            {
-                "symbol": p.symbol,
-                "baseAsset": p.base,
-                "quoteAsset": p.quote,
-                "pricePrecision": p.price_precision,
-                "quantityPrecision": p.quantity_precision,
-            }
-            for p in call.exchange.config.markets.pairs.values()
-        ]
-    }
+    return wire.symbols(call.exchange.config.markets.pairs.values())
 
 
 async def depth(call: Call) -> Any:
     pair = pair_of(call)
     limit = call.params.limit(100, 100)
     book = call.exchange.engine.spot.books[pair.symbol]
-    return {
-        "time": call.now,
-        "bids": wire.depth_levels(pair, book.bids.depth(limit)),
-        "asks": wire.depth_levels(pair, book.asks.depth(limit)),
-    }
+    return wire.depth(pair, call.now, book.bids.depth(limit), book.asks.depth(limit))
 
 
 async def ticker(call: Call) -> Any:
@@ -77,7 +62,7 @@ async def trades(call: Call) -> Any:
     pair = pair_of(call)
     limit = call.params.limit(100, 1000)
     recent = call.exchange.marketdata.recent_trades(pair.symbol, limit)
-    return {"list": [wire.public_trade(pair, t) for t in recent]}
+    return wire.public_trades(pair, recent)
 
 
 async def klines(call: Call) -> Any:
@@ -147,7 +132,7 @@ async def create_order(call: Call) -> Any:
 async def test_order(call: Call) -> Any:
     pair = pair_of(call)
     call.exchange.apply(place_command(call, pair, call.params, dry_run=True))
-    return {}
+    return wire.EMPTY
 
 
 async def batch_orders(call: Call) -> Any:
@@ -166,7 +151,7 @@ async def batch_orders(call: Call) -> Any:
     except Reject as exc:
         raise ApiError(exc.code, f"batch rejected, no order placed: {exc.msg}") from None
     await call.durable()
-    return {"ids": [order.id for order in placed]}
+    return wire.BatchIds([order.id for order in placed])
 
 
 def order_ref(params: Params) -> tuple[int | None, str | None]:
@@ -228,7 +213,7 @@ async def batch_cancel(call: Call) -> Any:
         CancelBatch(call.now, call.account, pair.symbol, tuple(ids))
     )
     await call.durable()
-    return {"success": reply.success, "failed": reply.failed}
+    return wire.BatchCancelResult(reply.success, reply.failed)
 
 
 async def open_orders(call: Call) -> Any:
@@ -258,7 +243,7 @@ async def account(call: Call) -> Any:
     await call.durable()
     exchange = call.exchange
     amounts = exchange.engine.balances(call.account)
-    return {"balances": wire.balances(exchange.config.markets.assets, amounts)}
+    return wire.account(exchange.config.markets.assets, amounts)
 
 
 def routes() -> list[Route]:

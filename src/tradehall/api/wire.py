@@ -1,15 +1,383 @@
-"""Rendering engine values as the family's JSON shapes: decimal strings at the pair's precision."""
+"""The family's JSON shapes as frozen msgspec Structs, and their rendering from engine values.
+
+Every response body the API sends is one of the Structs below (or a list of them). Field names
+and order are exactly the family's: msgspec encodes a Struct's fields in declaration order, and
+``rename="camel"`` turns ``order_id`` into ``orderId``. Amounts and prices are decimal strings at
+the pair's precision, never exponent notation. The same types describe the responses in the
+OpenAPI document (``tradehall.api.openapi``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any
+from typing import Annotated, Any, Literal, cast
+
+import msgspec
+from msgspec import Meta
 
 from tradehall.engine.events import Trade
 from tradehall.engine.markets import AssetSpec, PairSpec
 from tradehall.engine.orders import BUY, MARKET, OrderState
-from tradehall.marketdata import Bar, PublicTrade, Ticker
+from tradehall.marketdata import Bar, PublicTrade
+from tradehall.marketdata import Ticker as TickerStats
 from tradehall.units import format_units, format_units_trimmed, pow10
+
+# ------------------------------------------------------------------------- field types
+
+DecimalText = Annotated[
+    str,
+    Meta(
+        pattern=r"^-?[0-9]+(\.[0-9]+)?$",
+        description="A decimal number as text, in plain notation (never an exponent).",
+        examples=["30000.00"],
+    ),
+]
+IdText = Annotated[
+    str, Meta(pattern=r"^[0-9]+$", description="An integer id as decimal text.", examples=["17"])
+]
+Id = Annotated[int, Meta(ge=0, description="An integer id.")]
+Millis = Annotated[int, Meta(ge=0, description="UNIX time in milliseconds.")]
+MillisText = Annotated[
+    str, Meta(pattern=r"^[0-9]+$", description="UNIX time in milliseconds, as decimal text.")
+]
+Symbol = Annotated[str, Meta(description="Canonical (upper-case) pair name.", examples=["BTCUSDT"])]
+Side = Literal["BUY", "SELL"]
+OrderType = Literal["LIMIT", "MARKET"]
+Status = Literal["NEW", "PARTIALLY_FILLED", "FILLED", "CANCELED", "REJECTED"]
+Level = Annotated[
+    list[DecimalText],
+    Meta(min_length=2, max_length=2, description="An order-book level: [price, quantity]."),
+]
+
+
+class Wire(msgspec.Struct, frozen=True, gc=False, rename="camel"):
+    """Base of every response type (immutable, camelCase names, not tracked by the GC)."""
+
+
+# ------------------------------------------------------------------------- errors
+
+
+class ErrorBody(Wire, frozen=True):
+    """Every error: a negative code from the family's catalogue and a message."""
+
+    code: Annotated[int, Meta(lt=0, examples=[-1121])]
+    msg: str
+
+
+# ------------------------------------------------------------------------- public
+
+
+class Empty(Wire, frozen=True):
+    """An empty object (``GET /ping``, ``POST /order/test``)."""
+
+
+EMPTY = Empty()
+
+
+class ServerTime(Wire, frozen=True):
+    server_time: Millis
+    timezone: str
+
+
+class SymbolInfo(Wire, frozen=True):
+    """A spot trading pair."""
+
+    symbol: Symbol
+    base_asset: str
+    quote_asset: str
+    price_precision: Annotated[int, Meta(ge=0, description="Decimal places of a price.")]
+    quantity_precision: Annotated[int, Meta(ge=0, description="Decimal places of a quantity.")]
+
+
+class Symbols(Wire, frozen=True):
+    symbols: list[SymbolInfo]
+
+
+class Depth(Wire, frozen=True):
+    """The order book: bids best (highest) first, asks best (lowest) first."""
+
+    time: Millis
+    bids: list[Level]
+    asks: list[Level]
+
+
+class Ticker(Wire, frozen=True):
+    """The rolling 24-hour ticker; ``rose`` is the change in percent, ``vol`` the base volume."""
+
+    high: DecimalText
+    low: DecimalText
+    last: DecimalText
+    vol: DecimalText
+    rose: DecimalText
+    time: Millis
+
+
+class PublicTradeInfo(Wire, frozen=True):
+    """A public trade; ``side`` is the taker's."""
+
+    price: DecimalText
+    qty: DecimalText
+    time: Millis
+    side: Side
+
+
+class PublicTrades(Wire, frozen=True):
+    """Recent trades, newest first."""
+
+    trades: list[PublicTradeInfo] = msgspec.field(name="list")
+
+
+class Kline(Wire, frozen=True):
+    """A candlestick; ``idx`` is its open time in milliseconds."""
+
+    idx: Millis
+    open: DecimalText
+    close: DecimalText
+    high: DecimalText
+    low: DecimalText
+    vol: DecimalText
+
+
+# ------------------------------------------------------------------------- orders
+
+
+class OrderCreated(Wire, frozen=True):
+    """The answer to ``POST /order``."""
+
+    symbol: Symbol
+    order_id: IdText
+    client_order_id: str
+    transact_time: MillisText
+    price: DecimalText
+    orig_qty: DecimalText
+    executed_qty: DecimalText
+    status: Status
+    type: OrderType
+    side: Side
+
+
+class OrderDetail(Wire, frozen=True):
+    """The answer to ``GET /order``."""
+
+    order_id: IdText
+    client_order_id: str
+    symbol: Symbol
+    price: DecimalText
+    orig_qty: DecimalText
+    executed_qty: DecimalText
+    avg_price: DecimalText
+    status: Status
+    type: OrderType
+    side: Side
+    transact_time: MillisText
+
+
+class OpenOrder(Wire, frozen=True):
+    """An element of ``GET /openOrders``."""
+
+    order_id: IdText
+    symbol: Symbol
+    price: DecimalText
+    orig_qty: DecimalText
+    executed_qty: DecimalText
+    avg_price: DecimalText
+    status: Status
+    type: OrderType
+    side: Side
+    time: MillisText
+
+
+class OrderCanceled(Wire, frozen=True):
+    """The answer to ``POST /cancel``."""
+
+    symbol: Symbol
+    client_order_id: str
+    order_id: IdText
+    status: Status
+
+
+class BatchIds(Wire, frozen=True):
+    """The answer to ``POST /batchOrders``: the ids of the orders placed, in order."""
+
+    ids: list[Id]
+
+
+class BatchCancelResult(Wire, frozen=True):
+    """The answer to ``POST /batchCancel``."""
+
+    success: list[Id]
+    failed: list[Id]
+
+
+class AccountTrade(Wire, frozen=True):
+    """An element of ``GET /myTrades``, from the caller's side."""
+
+    symbol: Symbol
+    id: Id
+    bid_id: Id
+    ask_id: Id
+    price: DecimalText
+    qty: DecimalText
+    time: Millis
+    is_buyer: bool
+    is_maker: bool
+    fee_coin: str
+    fee: DecimalText
+
+
+class Balance(Wire, frozen=True):
+    asset: str
+    free: DecimalText
+    locked: DecimalText
+
+
+class Account(Wire, frozen=True):
+    """The answer to ``GET /account``."""
+
+    balances: list[Balance]
+
+
+# ------------------------------------------------------------------------- margin (extension)
+
+RiskStatus = Literal["NORMAL", "WARNING", "LIQUIDATION"]
+
+
+class MarginAsset(Wire, frozen=True):
+    asset: str
+    free: DecimalText
+    locked: DecimalText
+    borrowed: DecimalText
+    interest: DecimalText
+
+
+class MarginAccountView(Wire, frozen=True):
+    """Extension: a margin account of one pair, with its debts and risk."""
+
+    symbol: Symbol
+    assets: list[MarginAsset]
+    risk_ratio: DecimalText | None
+    risk_status: RiskStatus
+    liquidation_price: DecimalText | None
+    last_price: DecimalText | None
+    max_leverage: Annotated[int, Meta(ge=1)]
+    initial_level: DecimalText
+    warning_level: DecimalText
+    liquidation_level: DecimalText
+
+
+class MarginRepaid(Wire, frozen=True):
+    """Extension: what a repayment paid, and the margin account after it."""
+
+    asset: str
+    repaid: DecimalText
+    symbol: Symbol
+    assets: list[MarginAsset]
+    risk_ratio: DecimalText | None
+    risk_status: RiskStatus
+    liquidation_price: DecimalText | None
+    last_price: DecimalText | None
+    max_leverage: Annotated[int, Meta(ge=1)]
+    initial_level: DecimalText
+    warning_level: DecimalText
+    liquidation_level: DecimalText
+
+
+# ------------------------------------------------------------------------- admin (extension)
+
+
+class AdminUser(Wire, frozen=True):
+    id: Id
+    name: str
+    created: Millis
+
+
+class AdminUsers(Wire, frozen=True):
+    users: list[AdminUser]
+
+
+class AdminKey(Wire, frozen=True):
+    """A new API key; the secret is shown only here."""
+
+    api_key: str
+    secret: str
+    user_id: Id
+    read_only: bool
+    ips: list[str]
+
+
+class AdminKeyRevoked(Wire, frozen=True):
+    api_key: str
+    user_id: Id
+    revoked: bool
+
+
+class AdminTransfer(Wire, frozen=True):
+    """A deposit or withdrawal (``duplicate``: the ``txId`` was already applied)."""
+
+    transfer_id: Id
+    tx_id: str
+    user_id: Id
+    asset: str
+    amount: DecimalText
+    duplicate: bool
+    free: DecimalText
+    locked: DecimalText
+
+
+class AdminBalances(Wire, frozen=True):
+    user_id: Id
+    balances: list[Balance]
+
+
+class AdminAsset(Wire, frozen=True):
+    name: str
+    decimals: Annotated[int, Meta(ge=0)]
+
+
+class AdminPair(Wire, frozen=True):
+    symbol: Symbol
+    base_asset: str
+    quote_asset: str
+    price_precision: Annotated[int, Meta(ge=0)]
+    quantity_precision: Annotated[int, Meta(ge=0)]
+    min_quantity: DecimalText
+    min_notional: DecimalText
+    maker_fee: DecimalText
+    taker_fee: DecimalText
+    market_orders: bool
+    trading: bool
+
+
+class AdminMarkets(Wire, frozen=True):
+    assets: list[AdminAsset]
+    pairs: list[AdminPair]
+
+
+class AdminAuditAsset(Wire, frozen=True):
+    asset: str
+    held: DecimalText
+    deposits_minus_withdrawals: DecimalText
+    fees: DecimalText
+
+
+class AdminAudit(Wire, frozen=True):
+    """``ok`` is false when any invariant or ledger check failed (listed in ``problems``)."""
+
+    ok: bool
+    problems: list[str]
+    assets: list[AdminAuditAsset]
+
+
+class AdminStatus(Wire, frozen=True):
+    version: str
+    users: Annotated[int, Meta(ge=0)]
+    open_orders: Annotated[int, Meta(ge=0)]
+    writable: bool
+    failure: str | None
+
+
+# ------------------------------------------------------------------------- rendering
 
 
 def price(pair: PairSpec, ticks: int) -> str:
@@ -41,126 +409,148 @@ def orig_qty(pair: PairSpec, order: OrderState) -> str:
     return qty(pair, order.qty)
 
 
-def order_created(pair: PairSpec, order: OrderState) -> dict[str, Any]:
-    return {
-        "symbol": pair.symbol,
-        "orderId": str(order.id),
-        "clientOrderId": order.client_id,
-        "transactTime": str(order.time),
-        "price": price(pair, order.price),
-        "origQty": orig_qty(pair, order),
-        "executedQty": qty(pair, order.filled),
-        "status": order.status,
-        "type": order.type,
-        "side": order.side,
-    }
+def server_time(now_ms: int) -> ServerTime:
+    return ServerTime(now_ms, "UTC")
 
 
-def order_detail(pair: PairSpec, order: OrderState) -> dict[str, Any]:
-    return {
-        "orderId": str(order.id),
-        "clientOrderId": order.client_id,
-        "symbol": pair.symbol,
-        "price": price(pair, order.price),
-        "origQty": orig_qty(pair, order),
-        "executedQty": qty(pair, order.filled),
-        "avgPrice": avg_price(pair, order.filled, order.filled_quote),
-        "status": order.status,
-        "type": order.type,
-        "side": order.side,
-        "transactTime": str(order.time),
-    }
+def symbols(pairs: Iterable[PairSpec]) -> Symbols:
+    return Symbols(
+        [
+            SymbolInfo(p.symbol, p.base, p.quote, p.price_precision, p.quantity_precision)
+            for p in pairs
+        ]
+    )
 
 
-def open_order(pair: PairSpec, order: OrderState) -> dict[str, Any]:
-    return {
-        "orderId": str(order.id),
-        "symbol": pair.symbol,
-        "price": price(pair, order.price),
-        "origQty": orig_qty(pair, order),
-        "executedQty": qty(pair, order.filled),
-        "avgPrice": avg_price(pair, order.filled, order.filled_quote),
-        "status": order.status,
-        "type": order.type,
-        "side": order.side,
-        "time": str(order.time),
-    }
+def order_created(pair: PairSpec, order: OrderState) -> OrderCreated:
+    return OrderCreated(
+        pair.symbol,
+        str(order.id),
+        order.client_id,
+        str(order.time),
+        price(pair, order.price),
+        orig_qty(pair, order),
+        qty(pair, order.filled),
+        cast(Status, order.status),
+        cast(OrderType, order.type),
+        cast(Side, order.side),
+    )
 
 
-def order_canceled(pair: PairSpec, order: OrderState) -> dict[str, Any]:
-    return {
-        "symbol": pair.symbol,
-        "clientOrderId": order.client_id,
-        "orderId": str(order.id),
-        "status": order.status,
-    }
+def order_detail(pair: PairSpec, order: OrderState) -> OrderDetail:
+    return OrderDetail(
+        str(order.id),
+        order.client_id,
+        pair.symbol,
+        price(pair, order.price),
+        orig_qty(pair, order),
+        qty(pair, order.filled),
+        avg_price(pair, order.filled, order.filled_quote),
+        cast(Status, order.status),
+        cast(OrderType, order.type),
+        cast(Side, order.side),
+        str(order.time),
+    )
 
 
-def account_trade(pair: PairSpec, trade: Trade, account: int) -> dict[str, Any]:
+def open_order(pair: PairSpec, order: OrderState) -> OpenOrder:
+    return OpenOrder(
+        str(order.id),
+        pair.symbol,
+        price(pair, order.price),
+        orig_qty(pair, order),
+        qty(pair, order.filled),
+        avg_price(pair, order.filled, order.filled_quote),
+        cast(Status, order.status),
+        cast(OrderType, order.type),
+        cast(Side, order.side),
+        str(order.time),
+    )
+
+
+def order_canceled(pair: PairSpec, order: OrderState) -> OrderCanceled:
+    return OrderCanceled(pair.symbol, order.client_id, str(order.id), cast(Status, order.status))
+
+
+def account_trade(pair: PairSpec, trade: Trade, account: int) -> AccountTrade:
     is_buyer = trade.bid_account == account
     if is_buyer:
         fee, fee_coin, decimals = trade.bid_fee, pair.base, pair.base_decimals
     else:
         fee, fee_coin, decimals = trade.ask_fee, pair.quote, pair.quote_decimals
-    return {
-        "symbol": pair.symbol,
-        "id": trade.id,
-        "bidId": trade.bid_order,
-        "askId": trade.ask_order,
-        "price": price(pair, trade.price),
-        "qty": qty(pair, trade.qty),
-        "time": trade.time,
-        "isBuyer": is_buyer,
-        "isMaker": (trade.taker_side == BUY) != is_buyer,
-        "feeCoin": fee_coin,
-        "fee": format_units_trimmed(fee, decimals),
-    }
+    return AccountTrade(
+        pair.symbol,
+        trade.id,
+        trade.bid_order,
+        trade.ask_order,
+        price(pair, trade.price),
+        qty(pair, trade.qty),
+        trade.time,
+        is_buyer,
+        (trade.taker_side == BUY) != is_buyer,
+        fee_coin,
+        format_units_trimmed(fee, decimals),
+    )
 
 
-def public_trade(pair: PairSpec, trade: PublicTrade) -> dict[str, Any]:
-    return {
-        "price": price(pair, trade.price),
-        "qty": qty(pair, trade.qty),
-        "time": trade.time,
-        "side": trade.taker_side,
-    }
+def public_trade(pair: PairSpec, trade: PublicTrade) -> PublicTradeInfo:
+    return PublicTradeInfo(
+        price(pair, trade.price), qty(pair, trade.qty), trade.time, cast(Side, trade.taker_side)
+    )
 
 
-def ticker(pair: PairSpec, t: Ticker, now_ms: int) -> dict[str, Any]:
-    return {
-        "high": price(pair, t.high),
-        "low": price(pair, t.low),
-        "last": price(pair, t.last),
-        "vol": qty(pair, t.volume),
-        "rose": t.rose,
-        "time": now_ms,
-    }
+def public_trades(pair: PairSpec, trades: Iterable[PublicTrade]) -> PublicTrades:
+    return PublicTrades([public_trade(pair, t) for t in trades])
 
 
-def kline(pair: PairSpec, bar: Bar) -> dict[str, Any]:
-    return {
-        "idx": bar.open_time,
-        "open": price(pair, bar.open),
-        "close": price(pair, bar.close),
-        "high": price(pair, bar.high),
-        "low": price(pair, bar.low),
-        "vol": qty(pair, bar.volume),
-    }
+def ticker(pair: PairSpec, t: TickerStats, now_ms: int) -> Ticker:
+    return Ticker(
+        price(pair, t.high),
+        price(pair, t.low),
+        price(pair, t.last),
+        qty(pair, t.volume),
+        t.rose,
+        now_ms,
+    )
 
 
-def depth_levels(pair: PairSpec, levels: list[tuple[int, int]]) -> list[list[str]]:
+def kline(pair: PairSpec, bar: Bar) -> Kline:
+    return Kline(
+        bar.open_time,
+        price(pair, bar.open),
+        price(pair, bar.close),
+        price(pair, bar.high),
+        price(pair, bar.low),
+        qty(pair, bar.volume),
+    )
+
+
+def depth_levels(pair: PairSpec, levels: list[tuple[int, int]]) -> list[Level]:
     pp, qp = pair.price_precision, pair.quantity_precision
     return [[format_units(p, pp), format_units(q, qp)] for p, q in levels]
 
 
-def balances(
-    assets: dict[str, AssetSpec], amounts: dict[str, tuple[int, int]]
-) -> list[dict[str, str]]:
+def depth(
+    pair: PairSpec, now_ms: int, bids: list[tuple[int, int]], asks: list[tuple[int, int]]
+) -> Depth:
+    return Depth(now_ms, depth_levels(pair, bids), depth_levels(pair, asks))
+
+
+def balances(assets: dict[str, AssetSpec], amounts: dict[str, tuple[int, int]]) -> list[Balance]:
     return [
-        {
-            "asset": asset,
-            "free": format_units(free, assets[asset].decimals),
-            "locked": format_units(locked, assets[asset].decimals),
-        }
+        Balance(
+            asset,
+            format_units(free, assets[asset].decimals),
+            format_units(locked, assets[asset].decimals),
+        )
         for asset, (free, locked) in amounts.items()
     ]
+
+
+def account(assets: dict[str, AssetSpec], amounts: dict[str, tuple[int, int]]) -> Account:
+    return Account(balances(assets, amounts))
+
+
+def to_builtins(value: Any) -> Any:
+    """Plain dicts and lists (for callers that need them, e.g. the CLI's offline output)."""
+    return msgspec.to_builtins(value)

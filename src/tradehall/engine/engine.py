@@ -325,6 +325,7 @@ class Engine:
         for account in accounts:
             self.margin.restore_account(account)
         self.margin.accrued_hour = accrued_hour
+        self.margin.restore_waiting()
 
     def restore_last_price(self, symbol: str, price: int) -> None:
         self.spot.last_price[symbol] = price

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from tradehall.engine.engine import TransferRecord
 from tradehall.engine.events import Trade
@@ -30,6 +30,12 @@ class Snapshot:
     next_trade_id: int = 1
     bars: list[tuple[str, str, list[Bar]]] = field(default_factory=list)
     recent_trades: list[tuple[str, list[PublicTrade]]] = field(default_factory=list)
+    """Per symbol, the latest public trades, oldest first (the last one gives the last price)."""
+    margin_accounts: list[tuple[int, int, str]] = field(default_factory=list)
+    """(id, user, symbol)."""
+    debts: list[tuple[int, str, int, int]] = field(default_factory=list)
+    """(account, asset, principal, interest), non-zero only."""
+    engine_state: dict[str, int] = field(default_factory=dict)
 
 
 class Store(Protocol):
@@ -55,6 +61,15 @@ class Store(Protocol):
 
     def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:
         """Per (account, asset), the sums of the ledger's free and locked deltas."""
+        ...
+
+    def export_to(self, out: TextIO) -> dict[str, int]:
+        """Write every table to ``out`` in the export format (see ``dump``); rows per table."""
+        ...
+
+    def import_from(self, source: TextIO) -> dict[str, int]:
+        """Load an export into this store, which must be empty, in one transaction (all or
+        nothing); rows per table."""
         ...
 
     def close(self) -> None: ...

@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 
 from tradehall.engine.events import (
     BalanceChanged,
+    DebtChanged,
     Event,
+    InterestAccrued,
+    MarginAccountOpened,
     OrderChanged,
     Trade,
     TradeExecuted,
@@ -18,6 +21,8 @@ from tradehall.engine.events import (
 )
 from tradehall.engine.orders import OrderState
 from tradehall.marketdata import Bar
+
+ACCRUED_HOUR = "margin.accrued_hour"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,10 @@ class Batch:
     bars: dict[tuple[str, str, int], Bar] = field(default_factory=dict)
     users: list[UserRow] = field(default_factory=list)
     keys: dict[str, KeyRow] = field(default_factory=dict)
+    margin_accounts: list[MarginAccountOpened] = field(default_factory=list)
+    debts: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
+    engine_state: dict[str, int] = field(default_factory=dict)
+    """Scalars of the engine's state that no other row carries (the interest clock)."""
 
     def __bool__(self) -> bool:
         return bool(
@@ -69,6 +78,9 @@ class Batch:
             or self.keys
             or self.bars
             or self.trades
+            or self.margin_accounts
+            or self.debts
+            or self.engine_state
         )
 
     def add_events(self, events: list[Event], ts: int) -> None:
@@ -92,6 +104,12 @@ class Batch:
                 self.trades.append(event.trade)
             elif type(event) is TransferDone:
                 self.transfers.append(event)
+            elif type(event) is DebtChanged:
+                self.debts[(event.account, event.asset)] = (event.principal, event.interest)
+            elif type(event) is MarginAccountOpened:
+                self.margin_accounts.append(event)
+            elif type(event) is InterestAccrued:
+                self.engine_state[ACCRUED_HOUR] = event.hour
 
     def add_bars(self, bars: list[tuple[str, str, Bar]]) -> None:
         for symbol, interval, bar in bars:

@@ -6,6 +6,8 @@ highest applied. Never edit a released migration: add the next one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
         1,
@@ -102,6 +104,112 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )""",
         ],
     ),
+    (
+        2,
+        "isolated margin",
+        [
+            """CREATE TABLE margin_accounts (
+                id BIGINT PRIMARY KEY,
+                user_id BIGINT NOT NULL,
+                symbol TEXT NOT NULL
+            )""",
+            """CREATE TABLE margin_debts (
+                account BIGINT NOT NULL,
+                asset TEXT NOT NULL,
+                principal BIGINT NOT NULL,
+                interest BIGINT NOT NULL,
+                PRIMARY KEY (account, asset)
+            )""",
+            """CREATE TABLE engine_state (
+                name TEXT PRIMARY KEY,
+                value BIGINT NOT NULL
+            )""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table as the latest migration leaves it: its columns in order and its primary key."""
+
+    name: str
+    columns: tuple[str, ...]
+    key: tuple[str, ...]
+
+    @property
+    def column_list(self) -> str:
+        return ", ".join(self.columns)
+
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table("users", ("id", "name", "created"), ("id",)),
+        Table(
+            "api_keys",
+            ("api_key", "secret", "user_id", "read_only", "ips", "created", "revoked"),
+            ("api_key",),
+        ),
+        Table("balances", ("account", "asset", "free", "locked"), ("account", "asset")),
+        Table(
+            "ledger",
+            ("id", "account", "asset", "d_free", "d_locked", "reason", "ref", "time"),
+            ("id",),
+        ),
+        Table(
+            "orders",
+            (
+                "id",
+                "account",
+                "symbol",
+                "side",
+                "type",
+                "tif",
+                "price",
+                "qty",
+                "quote_qty",
+                "filled",
+                "filled_quote",
+                "held",
+                "status",
+                "client_id",
+                "time",
+                "updated",
+            ),
+            ("id",),
+        ),
+        Table(
+            "trades",
+            (
+                "id",
+                "symbol",
+                "price",
+                "qty",
+                "quote",
+                "time",
+                "taker_side",
+                "bid_order",
+                "ask_order",
+                "bid_account",
+                "ask_account",
+                "bid_fee",
+                "ask_fee",
+            ),
+            ("id",),
+        ),
+        Table("transfers", ("id", "tx_id", "account", "asset", "amount", "time"), ("id",)),
+        Table(
+            "klines",
+            ("symbol", "interval", "open_time", "open", "high", "low", "close", "volume"),
+            ("symbol", "interval", "open_time"),
+        ),
+        Table("margin_accounts", ("id", "user_id", "symbol"), ("id",)),
+        Table("margin_debts", ("account", "asset", "principal", "interest"), ("account", "asset")),
+        Table("engine_state", ("name", "value"), ("name",)),
+    )
+}
+"""Every table holding state (all but ``schema_version``), in export order. A migration that
+adds or changes a table updates this catalogue; a test checks it against both backends."""

@@ -1,0 +1,755 @@
+"""The OpenAPI 3.1 document of the whole API, served at ``GET /openapi.json``.
+
+Generated from the routes the app serves and from types: the responses are the wire Structs of
+``tradehall.api.wire`` (the very types the handlers return), the requests are the Structs below.
+The request types only document (and drive test generation); requests are still read by
+``tradehall.api.params``. Every route must have an entry in ``OPERATIONS``: building the
+document fails for a route without one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+from starlette.routing import BaseRoute, Route
+
+from tradehall import __version__
+from tradehall.api import admin, margin, spot, wire
+from tradehall.api.http import Call, endpoint
+
+PATH = "/openapi.json"
+EXTENSION = "x-tradehall-extension"
+"""Vendor key marking what this project adds to the family's API."""
+_REF = "#/components/schemas/{name}"
+_INT64_MAX = 2**63 - 1
+
+# ------------------------------------------------------------------------- request field types
+
+SymbolParam = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9_-]{1,40}$",
+        description="Trading pair, in any case (`btcusdt` = `BTCUSDT`).",
+        examples=["BTCUSDT"],
+    ),
+]
+_DecimalString = Annotated[
+    str, Meta(pattern=r"^[0-9]{1,30}(\.[0-9]{1,30})?$", examples=["0.5", "30000.00"])
+]
+_PositiveNumber = Annotated[float, Meta(gt=0)]
+Amount = _DecimalString | _PositiveNumber
+"""A decimal as a JSON number or a string; read exactly, never through binary floating point."""
+_IdString = Annotated[str, Meta(pattern=r"^[0-9]{1,19}$", description="At most 2^63 - 1.")]
+OrderIdParam = Annotated[int, Meta(ge=1, le=_INT64_MAX, description="Order id.")]
+OrderIdBody = Annotated[int, Meta(ge=1, le=_INT64_MAX)] | _IdString
+UserIdParam = Annotated[int, Meta(ge=0, le=_INT64_MAX, description="User id (0: fee account).")]
+UserIdBody = Annotated[int, Meta(ge=0, le=_INT64_MAX)] | _IdString
+ClientOrderId = Annotated[
+    str,
+    Meta(
+        pattern=r"^[!-~]{1,64}$",
+        max_length=64,
+        description="Client order id: 1 to 64 printable ASCII characters, unique among the"
+        " account's open orders on the pair.",
+    ),
+]
+RecvWindowParam = Annotated[
+    int,
+    Meta(ge=1, le=60000, description="Milliseconds a signed request stays valid after X-CH-TS."),
+]
+RecvWindowBody = RecvWindowParam | Annotated[str, Meta(pattern=r"^[0-9]{1,5}$")]
+SideParam = Literal["BUY", "SELL"]
+TypeParam = Literal["LIMIT", "MARKET"]
+TimeInForce = Annotated[
+    Literal["GTC", "IOC", "FOK", "POST_ONLY"],
+    Meta(description="Extension, LIMIT orders only: GTC (default), IOC, FOK or POST_ONLY."),
+]
+Interval = Literal["1min", "5min", "15min", "30min", "60min", "1h", "1day", "1week", "1month"]
+
+
+Limit100 = Annotated[int, Meta(ge=1, le=100, description="1 to 100.")]
+Limit300 = Annotated[int, Meta(ge=1, le=300, description="1 to 300.")]
+Limit1000 = Annotated[int, Meta(ge=1, le=1000, description="1 to 1000.")]
+
+
+class RequestSchema(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Base of the request types: camelCase names, unknown parameters allowed (ignored)."""
+
+
+# ------------------------------------------------------------------------- spot queries (GET)
+
+
+class NoQuery(RequestSchema, frozen=True):
+    pass
+
+
+class SymbolQuery(RequestSchema, frozen=True):
+    symbol: SymbolParam
+
+
+class DepthQuery(RequestSchema, frozen=True):
+    symbol: SymbolParam
+    limit: Limit100 = 100
+
+
+class TradesQuery(RequestSchema, frozen=True):
+    symbol: SymbolParam
+    limit: Limit1000 = 100
+
+
+class KlinesQuery(RequestSchema, frozen=True):
+    symbol: SymbolParam
+    interval: Interval
+    limit: Limit300 = 100
+
+
+class SignedQuery(RequestSchema, frozen=True):
+    recv_window: RecvWindowParam = 5000
+
+
+class OrderQuery(RequestSchema, frozen=True):
+    """Either ``orderId`` or ``newClientOrderId`` (the latest order with that id)."""
+
+    symbol: SymbolParam
+    order_id: OrderIdParam | UnsetType = UNSET
+    new_client_order_id: ClientOrderId | UnsetType = UNSET
+    recv_window: RecvWindowParam = 5000
+
+
+class OpenOrdersQuery(RequestSchema, frozen=True):
+    symbol: SymbolParam
+    limit: Limit1000 = 100
+    recv_window: RecvWindowParam = 5000
+
+
+class MyTradesQuery(RequestSchema, frozen=True):
+    symbol: SymbolParam
+    limit: Limit1000 = 100
+    from_id: (
+        Annotated[
+            int,
+            Meta(
+                ge=0,
+                le=_INT64_MAX,
+                description="The page holds the `limit` trades with id >= fromId closest to"
+                " it; without it, the most recent ones.",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    recv_window: RecvWindowParam = 5000
+
+
+# ------------------------------------------------------------------------- spot bodies (POST)
+
+
+class OrderRequest(RequestSchema, frozen=True):
+    """A new order. LIMIT needs ``price`` and ``volume`` (base quantity); MARKET BUY's
+    ``volume`` is the quote amount to spend, MARKET SELL's the base quantity."""
+
+    symbol: SymbolParam
+    side: SideParam
+    type: TypeParam
+    volume: Amount
+    price: Amount | UnsetType = UNSET
+    new_client_order_id: ClientOrderId | UnsetType = UNSET
+    time_in_force: TimeInForce | UnsetType = UNSET
+    recv_window: RecvWindowBody = 5000
+
+
+class BatchOrderItem(RequestSchema, frozen=True):
+    side: SideParam
+    batch_type: TypeParam
+    volume: Amount
+    price: Amount | UnsetType = UNSET
+    new_client_order_id: ClientOrderId | UnsetType = UNSET
+    time_in_force: TimeInForce | UnsetType = UNSET
+
+
+class BatchOrdersRequest(RequestSchema, frozen=True):
+    """1 to 10 orders, validated together: if one fails, none is placed."""
+
+    symbol: SymbolParam
+    orders: Annotated[list[BatchOrderItem], Meta(min_length=1, max_length=10)]
+    recv_window: RecvWindowBody = 5000
+
+
+class CancelRequest(RequestSchema, frozen=True):
+    """Either ``orderId`` or ``newClientOrderId`` (the latest order with that id)."""
+
+    symbol: SymbolParam
+    order_id: OrderIdBody | UnsetType = UNSET
+    new_client_order_id: ClientOrderId | UnsetType = UNSET
+    recv_window: RecvWindowBody = 5000
+
+
+class BatchCancelRequest(RequestSchema, frozen=True):
+    symbol: SymbolParam
+    order_ids: Annotated[list[OrderIdBody], Meta(min_length=1, max_length=10)]
+    recv_window: RecvWindowBody = 5000
+
+
+# ------------------------------------------------------------------------- margin extensions
+
+
+class MarginTransferRequest(RequestSchema, frozen=True):
+    """Extension. ``IN`` moves funds from the spot account to the pair's margin account,
+    ``OUT`` back (as far as the margin account's risk allows)."""
+
+    symbol: SymbolParam
+    asset: Annotated[str, Meta(min_length=1, description="The pair's base or quote asset.")]
+    amount: Amount
+    direction: Literal["IN", "OUT"]
+    recv_window: RecvWindowBody = 5000
+
+
+class MarginRepayRequest(RequestSchema, frozen=True):
+    """Extension."""
+
+    symbol: SymbolParam
+    asset: Annotated[str, Meta(min_length=1, description="The pair's base or quote asset.")]
+    amount: Amount
+    recv_window: RecvWindowBody = 5000
+
+
+class MarginAccountQuery(RequestSchema, frozen=True):
+    symbol: SymbolParam
+    recv_window: RecvWindowParam = 5000
+
+
+# ------------------------------------------------------------------------- admin requests
+
+
+class CreateUserRequest(RequestSchema, frozen=True):
+    name: Annotated[str, Meta(min_length=1, max_length=64)] | UnsetType = UNSET
+
+
+class CreateKeyRequest(RequestSchema, frozen=True):
+    user_id: UserIdBody
+    read_only: bool | Literal["true", "false", "1", "0"] = False
+    ips: list[Annotated[str, Meta(description="An IP address or CIDR block.")]] = msgspec.field(
+        default_factory=list
+    )
+
+
+class RevokeKeyRequest(RequestSchema, frozen=True):
+    api_key: Annotated[str, Meta(min_length=1)]
+
+
+class TransferRequest(RequestSchema, frozen=True):
+    """Idempotent by ``txId`` (generated when absent)."""
+
+    user_id: UserIdBody
+    asset: Annotated[str, Meta(min_length=1, examples=["USDT"])]
+    amount: Amount
+    tx_id: str | UnsetType = UNSET
+
+
+class BalancesQuery(RequestSchema, frozen=True):
+    user_id: UserIdParam
+
+
+# ------------------------------------------------------------------------- operations
+
+Auth = Literal["NONE", "READ", "TRADE", "ADMIN"]
+"""NONE: public. READ: signed, a read-only key suffices. TRADE: signed, trade key. ADMIN: the
+admin token, from loopback."""
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    operation_id: str
+    summary: str
+    tag: str
+    auth: Auth
+    response: Any
+    query: type[RequestSchema] = NoQuery
+    body: type[RequestSchema] | None = None
+    body_required: bool = True
+    extension: bool = False
+    errors: tuple[str, ...] | None = None
+    """HTTP statuses of the error answers; by default those of ``auth``."""
+    description: str = ""
+
+
+_S = spot.PREFIX
+_M = margin.PREFIX
+_MX = margin.EXTENSION
+_A = admin.PREFIX
+
+
+def _admin(op_id: str, summary: str, response: Any, **kw: Any) -> Operation:
+    return Operation(op_id, summary, "Admin", "ADMIN", response, extension=True, **kw)
+
+
+def _margin(op_id: str, summary: str, auth: Auth, response: Any, **kw: Any) -> Operation:
+    return Operation(op_id, summary, "Margin", auth, response, **kw)
+
+
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    ("GET", f"{_S}/ping"): Operation("ping", "Connectivity check", "Public", "NONE", wire.Empty),
+    ("GET", f"{_S}/time"): Operation(
+        "serverTime", "Server time", "Public", "NONE", wire.ServerTime
+    ),
+    ("GET", f"{_S}/symbols"): Operation("symbols", "Trading pairs", "Public", "NONE", wire.Symbols),
+    ("GET", f"{_S}/depth"): Operation(
+        "depth", "Order book", "Public", "NONE", wire.Depth, DepthQuery
+    ),
+    ("GET", f"{_S}/ticker"): Operation(
+        "ticker", "24-hour ticker", "Public", "NONE", wire.Ticker, SymbolQuery
+    ),
+    ("GET", f"{_S}/trades"): Operation(
+        "trades", "Recent trades (newest first)", "Public", "NONE", wire.PublicTrades, TradesQuery
+    ),
+    ("GET", f"{_S}/klines"): Operation(
+        "klines", "Candlesticks (oldest first)", "Public", "NONE", list[wire.Kline], KlinesQuery
+    ),
+    ("POST", f"{_S}/order"): Operation(
+        "createOrder", "Place an order", "Trading", "TRADE", wire.OrderCreated, body=OrderRequest
+    ),
+    ("POST", f"{_S}/order/test"): Operation(
+        "testOrder",
+        "Validate an order without placing it",
+        "Trading",
+        "TRADE",
+        wire.Empty,
+        body=OrderRequest,
+    ),
+    ("POST", f"{_S}/batchOrders"): Operation(
+        "batchOrders",
+        "Place up to 10 orders",
+        "Trading",
+        "TRADE",
+        wire.BatchIds,
+        body=BatchOrdersRequest,
+    ),
+    ("GET", f"{_S}/order"): Operation(
+        "getOrder", "One order", "Trading", "READ", wire.OrderDetail, OrderQuery
+    ),
+    ("POST", f"{_S}/cancel"): Operation(
+        "cancelOrder",
+        "Cancel an order",
+        "Trading",
+        "TRADE",
+        wire.OrderCanceled,
+        body=CancelRequest,
+    ),
+    ("POST", f"{_S}/batchCancel"): Operation(
+        "batchCancel",
+        "Cancel up to 10 orders",
+        "Trading",
+        "TRADE",
+        wire.BatchCancelResult,
+        body=BatchCancelRequest,
+    ),
+    ("GET", f"{_S}/openOrders"): Operation(
+        "openOrders",
+        "Open orders (newest first)",
+        "Trading",
+        "READ",
+        list[wire.OpenOrder],
+        OpenOrdersQuery,
+        description="tradehall also accepts no `symbol`: the open orders of every pair.",
+    ),
+    ("GET", f"{_S}/myTrades"): Operation(
+        "myTrades",
+        "The account's trades (newest first)",
+        "Trading",
+        "READ",
+        list[wire.AccountTrade],
+        MyTradesQuery,
+    ),
+    ("GET", f"{_S}/account"): Operation(
+        "account", "Balances", "Account", "READ", wire.Account, SignedQuery
+    ),
+    ("POST", f"{_M}/order"): _margin(
+        "marginCreateOrder",
+        "Place a margin order",
+        "TRADE",
+        wire.OrderCreated,
+        body=OrderRequest,
+        description="Acts on the caller's isolated margin account of the pair.",
+    ),
+    ("GET", f"{_M}/order"): _margin(
+        "marginGetOrder", "One margin order", "READ", wire.OrderDetail, query=OrderQuery
+    ),
+    ("POST", f"{_M}/cancel"): _margin(
+        "marginCancelOrder",
+        "Cancel a margin order",
+        "TRADE",
+        wire.OrderCanceled,
+        body=CancelRequest,
+    ),
+    ("GET", f"{_M}/openOrders"): _margin(
+        "marginOpenOrders",
+        "Open margin orders (newest first)",
+        "READ",
+        list[wire.OpenOrder],
+        query=OpenOrdersQuery,
+    ),
+    ("GET", f"{_M}/myTrades"): _margin(
+        "marginMyTrades",
+        "The margin account's trades (newest first)",
+        "READ",
+        list[wire.AccountTrade],
+        query=MyTradesQuery,
+    ),
+    ("POST", f"{_MX}/transfer"): _margin(
+        "marginTransfer",
+        "Move funds between the spot and the margin account of a pair",
+        "TRADE",
+        wire.MarginAccountView,
+        body=MarginTransferRequest,
+        extension=True,
+    ),
+    ("POST", f"{_MX}/repay"): _margin(
+        "marginRepay",
+        "Repay borrowed funds (interest first)",
+        "TRADE",
+        wire.MarginRepaid,
+        body=MarginRepayRequest,
+        extension=True,
+    ),
+    ("GET", f"{_MX}/account"): _margin(
+        "marginAccount",
+        "The margin account of a pair",
+        "READ",
+        wire.MarginAccountView,
+        query=MarginAccountQuery,
+        extension=True,
+    ),
+    ("POST", f"{_A}/users"): _admin(
+        "adminCreateUser",
+        "Create a user",
+        wire.AdminUser,
+        body=CreateUserRequest,
+        body_required=False,
+    ),
+    ("GET", f"{_A}/users"): _admin("adminListUsers", "List users", wire.AdminUsers),
+    ("POST", f"{_A}/keys"): _admin(
+        "adminCreateKey", "Create an API key", wire.AdminKey, body=CreateKeyRequest
+    ),
+    ("POST", f"{_A}/keys/revoke"): _admin(
+        "adminRevokeKey", "Revoke an API key", wire.AdminKeyRevoked, body=RevokeKeyRequest
+    ),
+    ("POST", f"{_A}/deposit"): _admin(
+        "adminDeposit", "Credit a deposit", wire.AdminTransfer, body=TransferRequest
+    ),
+    ("POST", f"{_A}/withdraw"): _admin(
+        "adminWithdraw", "Debit a withdrawal", wire.AdminTransfer, body=TransferRequest
+    ),
+    ("GET", f"{_A}/balances"): _admin(
+        "adminBalances", "A user's balances", wire.AdminBalances, query=BalancesQuery
+    ),
+    ("GET", f"{_A}/markets"): _admin("adminMarkets", "Assets and pairs", wire.AdminMarkets),
+    ("GET", f"{_A}/audit"): _admin("adminAudit", "Check every invariant", wire.AdminAudit),
+    ("GET", f"{_A}/status"): _admin("adminStatus", "Server status", wire.AdminStatus),
+    ("GET", PATH): Operation(
+        "openapi",
+        "This document",
+        "Meta",
+        "NONE",
+        dict[str, Any],
+        extension=True,
+        errors=("400",),
+    ),
+}
+
+_ORDER_EXAMPLE = {
+    "symbol": "BTCUSDT",
+    "side": "BUY",
+    "type": "LIMIT",
+    "volume": "0.01",
+    "price": "29000",
+}
+_TRANSFER_EXAMPLE = {"userId": 1, "asset": "USDT", "amount": "1000", "txId": "bank-4711"}
+EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", f"{_S}/depth"): {"symbol": "BTCUSDT", "limit": 10},
+    ("GET", f"{_S}/ticker"): {"symbol": "BTCUSDT"},
+    ("GET", f"{_S}/trades"): {"symbol": "BTCUSDT", "limit": 10},
+    ("GET", f"{_S}/klines"): {"symbol": "BTCUSDT", "interval": "1min", "limit": 10},
+    ("POST", f"{_S}/order"): _ORDER_EXAMPLE,
+    ("POST", f"{_S}/order/test"): _ORDER_EXAMPLE,
+    ("POST", f"{_S}/batchOrders"): {
+        "symbol": "BTCUSDT",
+        "orders": [
+            {"side": "BUY", "batchType": "LIMIT", "volume": "0.01", "price": "29000"},
+            {"side": "SELL", "batchType": "MARKET", "volume": "0.01"},
+        ],
+    },
+    ("GET", f"{_S}/order"): {"symbol": "BTCUSDT", "orderId": 1},
+    ("POST", f"{_S}/cancel"): {"symbol": "BTCUSDT", "orderId": "1"},
+    ("POST", f"{_S}/batchCancel"): {"symbol": "BTCUSDT", "orderIds": [1, "2"]},
+    ("GET", f"{_S}/openOrders"): {"symbol": "BTCUSDT", "limit": 10},
+    ("GET", f"{_S}/myTrades"): {"symbol": "BTCUSDT", "limit": 10, "fromId": 1},
+    ("POST", f"{_M}/order"): _ORDER_EXAMPLE,
+    ("GET", f"{_M}/order"): {"symbol": "BTCUSDT", "orderId": 1},
+    ("POST", f"{_M}/cancel"): {"symbol": "BTCUSDT", "orderId": "1"},
+    ("GET", f"{_M}/openOrders"): {"symbol": "BTCUSDT", "limit": 10},
+    ("GET", f"{_M}/myTrades"): {"symbol": "BTCUSDT", "limit": 10},
+    ("POST", f"{_MX}/transfer"): {
+        "symbol": "BTCUSDT",
+        "asset": "USDT",
+        "amount": "1000",
+        "direction": "IN",
+    },
+    ("POST", f"{_MX}/repay"): {"symbol": "BTCUSDT", "asset": "USDT", "amount": "10"},
+    ("GET", f"{_MX}/account"): {"symbol": "BTCUSDT"},
+    ("POST", f"{_A}/users"): {"name": "alice"},
+    ("POST", f"{_A}/keys"): {"userId": 1, "readOnly": False, "ips": ["127.0.0.1/32"]},
+    ("POST", f"{_A}/keys/revoke"): {"apiKey": "0123456789abcdef0123456789abcdef"},
+    ("POST", f"{_A}/deposit"): _TRANSFER_EXAMPLE,
+    ("POST", f"{_A}/withdraw"): {**_TRANSFER_EXAMPLE, "amount": "10", "txId": "payout-17"},
+    ("GET", f"{_A}/balances"): {"userId": 1},
+}
+"""A valid request of each operation with parameters (body, or query values)."""
+
+# ------------------------------------------------------------------------- document parts
+
+_ERRORS: dict[str, tuple[str, str]] = {
+    "400": ("BadRequest", "Malformed or invalid request (the code says which check failed)."),
+    "401": ("Unauthorized", "Missing or unknown key, bad signature or timestamp (or token)."),
+    "403": ("Forbidden", "The key lacks the permission, or the caller's IP is not allowed."),
+    "404": ("NotFound", "Unknown path (-1020)."),
+    "405": ("MethodNotAllowed", "Method not supported on this path (-1020)."),
+    "418": ("Banned", "The IP is banned for ignoring 429 answers."),
+    "429": ("TooManyRequests", "Rate limited (-1003)."),
+    "503": ("Unavailable", "The store failed: nothing is acknowledged until a restart (-1001)."),
+}
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before the next request.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+_STATUSES: dict[Auth, tuple[str, ...]] = {
+    "NONE": ("400", "418", "429", "503"),
+    "READ": ("400", "401", "403", "418", "429", "503"),
+    "TRADE": ("400", "401", "403", "418", "429", "503"),
+    "ADMIN": ("400", "401", "403", "503"),
+}
+_SECURITY: dict[Auth, list[dict[str, list[str]]]] = {
+    "READ": [{"ApiKey": [], "Timestamp": [], "Signature": []}],
+    "TRADE": [{"ApiKey": [], "Timestamp": [], "Signature": []}],
+    "ADMIN": [{"AdminToken": []}],
+}
+_AUTH_NOTE: dict[Auth, str] = {
+    "NONE": "Public: no credentials.",
+    "READ": "Signed (USER_DATA): a read-only key suffices.",
+    "TRADE": "Signed (TRADE): needs a key with the trade permission.",
+    "ADMIN": "Admin API (extension): loopback only, `Authorization: Bearer <admin token>`.",
+}
+_SECURITY_SCHEMES = {
+    "ApiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-CH-APIKEY",
+        "description": "The API key (case-sensitive).",
+    },
+    "Timestamp": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-CH-TS",
+        "description": "UNIX time in milliseconds when the request was signed; accepted when"
+        " `ts < serverTime + 1000` and `serverTime - ts <= recvWindow`.",
+    },
+    "Signature": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-CH-SIGN",
+        "description": "Hex HMAC-SHA256, keyed with the API secret, of X-CH-TS + upper-case"
+        " method + requestPath + body. requestPath is the URL path without the `/spot/open`"
+        " gateway prefix, followed by `?` and the raw query string when there is one; body is"
+        " the request body bytes exactly as sent (empty for GET). Each signature is accepted"
+        " once.",
+    },
+    "AdminToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "The content of `<data-dir>/admin.token`; loopback callers only.",
+    },
+}
+_TAGS = [
+    {"name": "Public", "description": "Market data; no credentials."},
+    {"name": "Trading", "description": "Orders and trades; signed."},
+    {"name": "Account", "description": "Balances; signed."},
+    {
+        "name": "Margin",
+        "description": "Isolated margin, per pair; signed. The seed's five endpoints under"
+        " /margin, and tradehall's extensions under /margin/tradehall.",
+    },
+    {
+        "name": "Admin",
+        "description": "Extension (not part of the family's API): the local operator API under"
+        " /admin/v1, reachable from loopback only with the admin token.",
+        EXTENSION: True,
+    },
+    {"name": "Meta", "description": "Extension: this document.", EXTENSION: True},
+]
+_DESCRIPTION = """\
+The ChainUp-style open REST API as tradehall serves it (spot), plus the admin API
+(extension). Generated from the server's own types.
+
+- POST bodies are JSON objects sent with `Content-Type: application/json`. Numbers may be
+  sent as JSON numbers or strings; `null` counts as absent; unknown parameters are ignored.
+- Signed endpoints need the headers `X-CH-APIKEY`, `X-CH-TS` and `X-CH-SIGN` (see the security
+  schemes).
+- Every error answers `{"code": <negative int>, "msg": "..."}`; unknown paths answer 404 and
+  wrong methods 405, both with code -1020.
+- What tradehall adds to the family's API is marked `x-tradehall-extension`.
+"""
+
+
+def _query_parameters(query: type[RequestSchema]) -> list[dict[str, Any]]:
+    schema = msgspec.json.schema(query)
+    definition = schema["$defs"][query.__name__]
+    required = set(definition.get("required", ()))
+    out = []
+    for name, prop in definition.get("properties", {}).items():
+        param: dict[str, Any] = {"name": name, "in": "query", "required": name in required}
+        prop = dict(prop)
+        if "description" in prop:
+            param["description"] = prop.pop("description")
+        param["schema"] = prop
+        out.append(param)
+    return out
+
+
+def _operation(
+    op: Operation, response: dict[str, Any], body: Any, example: dict[str, Any] | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "description": f"{op.description} {_AUTH_NOTE[op.auth]}".strip(),
+        "tags": [op.tag],
+    }
+    parameters = _query_parameters(op.query)
+    for param in parameters:
+        if example is not None and param["name"] in example:
+            param["example"] = example[param["name"]]
+    if parameters:
+        out["parameters"] = parameters
+    if body is not None:
+        media: dict[str, Any] = {"schema": body}
+        if example is not None:
+            media["examples"] = {"example": {"value": example}}
+        out["requestBody"] = {"required": op.body_required, "content": {"application/json": media}}
+    responses: dict[str, Any] = {
+        "200": {"description": "Success.", "content": {"application/json": {"schema": response}}}
+    }
+    for status in _STATUSES[op.auth] if op.errors is None else op.errors:
+        responses[status] = {"$ref": f"#/components/responses/{_ERRORS[status][0]}"}
+    out["responses"] = responses
+    if op.auth in _SECURITY:
+        out["security"] = _SECURITY[op.auth]
+    if op.extension:
+        out[EXTENSION] = True
+    return out
+
+
+def served_operations(routes: Iterable[BaseRoute]) -> list[tuple[str, str]]:
+    """``(METHOD, path)`` of every operation the routes serve (HEAD, implied by GET, aside)."""
+    out = []
+    for route in routes:
+        if not isinstance(route, Route):
+            raise TypeError(f"cannot describe route {route!r}")
+        for method in sorted(route.methods or ()):
+            if method != "HEAD":
+                out.append((method, route.path))
+    return out
+
+
+def build_document(operations: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The document describing ``operations`` (``(METHOD, path)`` pairs, all in OPERATIONS)."""
+    missing = [f"{m} {p}" for m, p in operations if (m, p) not in OPERATIONS]
+    if missing:
+        raise LookupError(f"no OpenAPI description for {', '.join(missing)}")
+    ops = [(method, path, OPERATIONS[method, path]) for method, path in operations]
+    types: list[Any] = [wire.ErrorBody]
+    for _, _, op in ops:
+        types += [op.response] if op.body is None else [op.response, op.body]
+    schemas, components = msgspec.json.schema_components(types, ref_template=_REF)
+    # Either orderId or newClientOrderId identifies the order to cancel.
+    if "CancelRequest" in components:
+        components["CancelRequest"]["anyOf"] = [
+            {"required": ["orderId"]},
+            {"required": ["newClientOrderId"]},
+        ]
+    paths: dict[str, dict[str, Any]] = {}
+    position = 1
+    for method, path, op in ops:
+        response = schemas[position]
+        body = None if op.body is None else schemas[position + 1]
+        position += 1 if op.body is None else 2
+        example = EXAMPLES.get((method, path))
+        paths.setdefault(path, {})[method.lower()] = _operation(op, response, body, example)
+    error_ref = {"$ref": _REF.format(name="ErrorBody")}
+    responses: dict[str, Any] = {}
+    for status, (name, description) in _ERRORS.items():
+        response_object: dict[str, Any] = {
+            "description": description,
+            "content": {"application/json": {"schema": error_ref}},
+        }
+        if status in ("418", "429"):
+            response_object["headers"] = _RETRY_AFTER
+        responses[name] = response_object
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "tradehall",
+            "version": __version__,
+            "description": _DESCRIPTION,
+            "license": {"name": "MIT", "identifier": "MIT"},
+        },
+        "tags": _TAGS,
+        "paths": paths,
+        "components": {
+            "schemas": dict(sorted(components.items())),
+            "responses": responses,
+            "securitySchemes": _SECURITY_SCHEMES,
+        },
+    }
+
+
+@functools.lru_cache(maxsize=8)
+def document_bytes(operations: tuple[tuple[str, str], ...]) -> bytes:
+    """The encoded document, built once per route table."""
+    return msgspec.json.encode(build_document(operations))
+
+
+def route(routes: Sequence[BaseRoute]) -> Route:
+    """``GET /openapi.json``: unsigned, not rate-limited, served even after a store failure.
+
+    ``routes`` is the app's own (live) route list, which this route joins: the document is
+    built from it at the first request, then served from the cache.
+    """
+
+    cache: list[bytes] = []
+
+    async def serve(call: Call) -> msgspec.Raw:
+        if not cache:
+            cache.append(document_bytes(tuple(served_operations(routes))))
+        return msgspec.Raw(cache[0])
+
+    return Route(PATH, endpoint(serve, limited=False, when_failed=True), methods=["GET"])
+
+
+__all__ = [
+    "EXAMPLES",
+    "EXTENSION",
+    "OPERATIONS",
+    "PATH",
+    "Operation",
+    "RequestSchema",
+    "build_document",
+    "document_bytes",
+    "route",
+    "served_operations",
+]

@@ -1,0 +1,61 @@
+"""Time-driven work as commands: the scheduler reads the clock and applies commands (hourly
+margin interest); it never changes state behind the engine's back. Commands are durable like
+any other, so a restart resumes where the last committed one left off (missed hours are charged
+by the first accrual after the restart)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from tradehall.engine.commands import AccrueInterest
+from tradehall.engine.margin import HOUR_MS
+from tradehall.exchange import Exchange
+from tradehall.store.writer import GroupCommitter
+
+log = logging.getLogger("tradehall.scheduler")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        exchange: Exchange,
+        committer: GroupCommitter,
+        clock: Callable[[], int],
+        interval_s: float = 1.0,
+    ) -> None:
+        self.exchange = exchange
+        self.committer = committer
+        self.clock = clock
+        self.interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    async def tick(self) -> None:
+        """Apply whatever the current time calls for, and wait until it is durable."""
+        if self.exchange.failure is not None:
+            return
+        now = self.clock()
+        margin = self.exchange.engine.margin
+        if margin.accrued_hour is None or now // HOUR_MS > margin.accrued_hour:
+            self.exchange.apply(AccrueInterest(now))
+            await self.committer.durable()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("scheduled command failed")
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,145 @@
+"""The production store: PostgreSQL through psycopg 3.
+
+Everything but the dialect is in ``sql.py``. What differs from SQLite:
+
+- One *write session* for migrations, commits and imports, used by one thread at a time (the
+  main thread at start, then the group-commit writer). It holds a session-level advisory lock
+  on the schema (``pg_try_advisory_lock``), so two tradehall processes never write one
+  database; and since the lock lives and dies with the session that writes, a process that
+  lost the lock can never acknowledge another write: its next commit fails (fail-stop).
+- Reads use one connection per thread, opened again if it was lost (reads change nothing).
+- Group commit: one transaction per batch, ``executemany`` per table, all in one pipeline, so a
+  commit costs one network round trip plus the server's WAL flush.
+- Every connection runs with ``synchronous_commit`` on at least (``off`` would acknowledge
+  commits the server can still lose).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+
+from tradehall.store.base import StoreError
+from tradehall.store.sql import Row, SQLStore
+
+PgConnection = psycopg.Connection[tuple[Any, ...]]
+
+DEFAULTS = {
+    "application_name": "tradehall",
+    "connect_timeout": "10",
+    # A commit on a connection whose peer vanished fails within 30 s instead of hanging.
+    "tcp_user_timeout": "30000",
+    "keepalives_idle": "30",
+}
+
+
+def lock_key(schema: str) -> int:
+    """The advisory-lock key of a schema: 64 signed bits of a hash of its name."""
+    digest = hashlib.blake2b(f"tradehall:{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PostgresStore(SQLStore[PgConnection]):
+    placeholder = "%s"
+    errors = (psycopg.Error,)
+    bytewise = ' COLLATE "C"'
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        try:
+            params = conninfo.conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise StoreError(f"invalid PostgreSQL URL: {exc}") from None
+        for key, value in DEFAULTS.items():
+            params.setdefault(key, value)
+        self._conninfo = conninfo.make_conninfo("", **params)
+        self.where = f"{params.get('host', 'localhost')}:{params.get('port', 5432)}/" + str(
+            params.get("dbname", params.get("user", ""))
+        )
+        """The server and database, for messages (never the password)."""
+        self.schema: str | None = None
+        self._writer: PgConnection | None = None
+        self._writer_lock = threading.Lock()
+
+    # ------------------------------------------------------------- dialect
+
+    def _connect(self) -> PgConnection:
+        try:
+            conn = psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            detail = " ".join(str(exc).split())
+            raise StoreError(f"cannot connect to PostgreSQL at {self.where}: {detail}") from None
+        sync = conn.execute("SHOW synchronous_commit").fetchone()
+        if sync is not None and sync[0] == "off":
+            conn.execute("SET synchronous_commit = on")
+        return conn
+
+    def _usable(self, conn: PgConnection) -> bool:
+        return not conn.closed
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: PgConnection) -> Iterator[None]:
+        with conn.transaction():
+            yield
+
+    def _executemany(self, conn: PgConnection, sql: str, rows: list[Row]) -> None:
+        conn.cursor().executemany(sql, rows)
+
+    def _stream(self, conn: PgConnection, sql: str) -> Iterator[Row]:
+        cursor = conn.cursor(name="tradehall_export")  # server side: rows arrive in chunks
+        cursor.itersize = 5000
+        with cursor:
+            cursor.execute(sql)
+            yield from cursor
+
+    def _write_conn(self) -> PgConnection:
+        with self._writer_lock:
+            if self._writer is not None:
+                if self._writer.closed:
+                    raise StoreError(
+                        "the write connection to PostgreSQL was lost; restart to recover"
+                    )
+                return self._writer
+            conn = self._connect()
+            try:
+                self._lock_schema(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._writer = conn
+            with self._lock:
+                self._connections.append(conn)
+            return conn
+
+    def _lock_schema(self, conn: PgConnection) -> None:
+        row = conn.execute("SELECT current_schema()").fetchone()
+        schema = row[0] if row else None
+        if schema is None:
+            raise StoreError(
+                f"no schema of the search_path exists in {self.where}: create it first"
+                " (CREATE SCHEMA ...) or fix search_path"
+            )
+        locked = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(schema),)).fetchone()
+        if not locked or not locked[0]:
+            raise StoreError(
+                f"schema {schema!r} of {self.where} is in use by another tradehall process"
+                " (two servers must not share one database)"
+            )
+        self.schema = schema
+
+    @contextlib.contextmanager
+    def _batch_transaction(self, conn: PgConnection) -> Iterator[None]:
+        """The whole group commit (BEGIN, every executemany, COMMIT) in one pipeline."""
+        with conn.pipeline(), conn.transaction():
+            yield
+
+    def close(self) -> None:
+        super().close()
+        with self._writer_lock:
+            self._writer = None

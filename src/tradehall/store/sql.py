@@ -1,0 +1,432 @@
+"""What every SQL store shares: the statements, the row mapping, and the migrate, commit, load,
+query, export and import logic.
+
+A backend (``sqlite.py``, ``postgres.py``) adds only its dialect: how to connect, its
+placeholder, how a write transaction begins and ends, how executemany runs, which exceptions
+mean the store failed, and how text sorts bytewise. The statements are written once with ``?``
+placeholders in SQL both backends accept.
+
+Connections: one per thread for reads (``_conn``); writes (migrations, commits, imports) go
+through ``_write_conn``, which is the thread's connection unless a backend says otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Any, ClassVar, Generic, Protocol, TextIO, TypeVar
+
+import msgspec
+
+from tradehall.engine.engine import TransferRecord
+from tradehall.engine.events import Trade
+from tradehall.engine.orders import OPEN_STATUSES, Order, OrderState
+from tradehall.marketdata import Bar, PublicTrade
+from tradehall.store import dump
+from tradehall.store.base import Snapshot, StoreError
+from tradehall.store.batch import Batch, KeyRow, UserRow
+from tradehall.store.schema import MIGRATIONS, TABLES, Table
+
+Row = tuple[Any, ...]
+
+
+class Cursor(Protocol):
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    def execute(self, sql: str, params: Any = ..., /) -> Cursor: ...
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Connection)
+
+
+def _insert(table: Table) -> str:
+    marks = ",".join("?" * len(table.columns))
+    return f"INSERT INTO {table.name} ({table.column_list}) VALUES ({marks})"
+
+
+def _upsert(table: Table, *updated: str) -> str:
+    sets = ", ".join(f"{c} = excluded.{c}" for c in updated)
+    return f"{_insert(table)} ON CONFLICT ({', '.join(table.key)}) DO UPDATE SET {sets}"
+
+
+ORDERS, TRADES = TABLES["orders"], TABLES["trades"]
+ORDER_COLUMNS = ORDERS.column_list
+TRADE_COLUMNS = TRADES.column_list
+
+INSERT_USER = _insert(TABLES["users"])
+UPSERT_KEY = _upsert(TABLES["api_keys"], "revoked")
+INSERT_TRANSFER = _insert(TABLES["transfers"])
+UPSERT_ORDER = _upsert(ORDERS, "filled", "filled_quote", "held", "status", "updated")
+INSERT_TRADE = _insert(TRADES)
+INSERT_LEDGER = _insert(TABLES["ledger"])
+UPSERT_BALANCE = _upsert(TABLES["balances"], "free", "locked")
+UPSERT_BAR = _upsert(TABLES["klines"], "high", "low", "close", "volume")
+INSERT_MARGIN_ACCOUNT = _insert(TABLES["margin_accounts"])
+UPSERT_DEBT = _upsert(TABLES["margin_debts"], "principal", "interest")
+UPSERT_STATE = _upsert(TABLES["engine_state"], "value")
+
+_MINE = f"SELECT {TRADE_COLUMNS} FROM trades WHERE symbol = ? AND {{side}}_account = ?"
+_OPEN = ",".join("?" * len(OPEN_STATUSES))
+_TEXT_KEYS = {"api_key", "asset", "symbol", "interval"}
+
+
+def order_row(o: OrderState) -> Row:
+    return msgspec.structs.astuple(o)  # the struct's fields are the table's columns, in order
+
+
+def trade_row(t: Trade) -> Row:
+    return msgspec.structs.astuple(t)
+
+
+def key_row(k: KeyRow) -> Row:
+    return (k.api_key, k.secret, k.user_id, int(k.read_only), ",".join(k.ips), k.created, k.revoked)
+
+
+def order_state(row: Row) -> OrderState:
+    return OrderState(*row)
+
+
+def order_from_row(row: Row) -> Order:
+    s = order_state(row)
+    order = Order(
+        s.id, s.account, s.symbol, s.side, s.type, s.tif, s.price, s.qty, s.quote_qty,
+        s.client_id, s.time,
+    )  # fmt: skip
+    order.filled = s.filled
+    order.filled_quote = s.filled_quote
+    order.held = s.held
+    order.status = s.status
+    order.updated = s.updated
+    return order
+
+
+def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[Row]]]:
+    """Each non-empty table's statement and rows, in the order a commit writes them."""
+    tables: list[tuple[str, list[Row]]] = [
+        (INSERT_USER, [(u.id, u.name, u.created) for u in batch.users]),
+        (UPSERT_KEY, [key_row(k) for k in batch.keys.values()]),
+        (
+            INSERT_TRANSFER,
+            [(t.id, t.tx_id, t.account, t.asset, t.amount, t.time) for t in batch.transfers],
+        ),
+        (UPSERT_ORDER, [order_row(o) for o in batch.orders.values()]),
+        (INSERT_TRADE, [trade_row(t) for t in batch.trades]),
+        (
+            INSERT_LEDGER,
+            [
+                (
+                    first_ledger_id + i,
+                    e.account,
+                    e.asset,
+                    e.d_free,
+                    e.d_locked,
+                    e.reason,
+                    e.ref,
+                    e.time,
+                )
+                for i, e in enumerate(batch.ledger)
+            ],
+        ),
+        (UPSERT_BALANCE, [(a, asset, f, lk) for (a, asset), (f, lk) in batch.balances.items()]),
+        (
+            UPSERT_BAR,
+            [
+                (s, i, b.open_time, b.open, b.high, b.low, b.close, b.volume)
+                for (s, i, _), b in batch.bars.items()
+            ],
+        ),
+        (INSERT_MARGIN_ACCOUNT, [(m.id, m.user, m.symbol) for m in batch.margin_accounts]),
+        (UPSERT_DEBT, [(a, asset, p, i) for (a, asset), (p, i) in batch.debts.items()]),
+        (UPSERT_STATE, list(batch.engine_state.items())),
+    ]
+    return ((sql, rows) for sql, rows in tables if rows)
+
+
+class SQLStore(Generic[C]):
+    """The Store implementation over any DB-API-like connection; see the module docstring."""
+
+    placeholder: ClassVar[str] = "?"
+    errors: ClassVar[tuple[type[Exception], ...]] = ()
+    """Exceptions meaning the store failed; they surface as StoreError."""
+    bytewise: ClassVar[str] = ""
+    """Appended to text columns in ORDER BY so that text sorts by bytes in every backend."""
+    import_chunk: ClassVar[int] = 5000
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._connections: list[C] = []
+        self._lock = threading.Lock()
+        self._next_ledger_id: int | None = None
+
+    # ------------------------------------------------------------- dialect
+
+    def _connect(self) -> C:
+        raise NotImplementedError
+
+    def _transaction(self, conn: C) -> contextlib.AbstractContextManager[object]:
+        """Begin a write transaction; commit when the block ends, roll back if it raises."""
+        raise NotImplementedError
+
+    def _batch_transaction(self, conn: C) -> contextlib.AbstractContextManager[object]:
+        """The transaction of one group commit (a backend may pipeline it)."""
+        return self._transaction(conn)
+
+    def _executemany(self, conn: C, sql: str, rows: list[Row]) -> None:
+        raise NotImplementedError
+
+    def _stream(self, conn: C, sql: str) -> Iterator[Row]:
+        """Rows of a large query without holding them all in memory."""
+        return iter(conn.execute(sql))
+
+    def _usable(self, conn: C) -> bool:
+        """False when a thread's (read) connection was lost and should be opened again."""
+        return True
+
+    def _write_conn(self) -> C:
+        return self._conn()
+
+    # ------------------------------------------------------------- plumbing
+
+    def _conn(self) -> C:
+        conn: C | None = getattr(self._local, "conn", None)
+        if conn is None or not self._usable(conn):
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _sql(self, text: str) -> str:
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+    def _rows(self, conn: C, text: str, params: Row = ()) -> list[Any]:
+        return conn.execute(self._sql(text), params).fetchall()
+
+    def _one(self, conn: C, text: str, params: Row = ()) -> Any:
+        return conn.execute(self._sql(text), params).fetchone()
+
+    def _next_id(self, conn: C, table: str) -> int:
+        # + 1 in Python: in SQL it would overflow BIGINT (PostgreSQL) or turn REAL (SQLite).
+        return int(self._one(conn, f"SELECT MAX(id) FROM {table}")[0] or 0) + 1
+
+    @contextlib.contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except self.errors as exc:
+            detail = " ".join(str(exc).split())  # one line: drivers' messages span several
+            raise StoreError(f"{what} failed: {detail or type(exc).__name__}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(*self.errors):
+                    conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    # ------------------------------------------------------------- schema
+
+    def _version(self, conn: C) -> int:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        return int(self._one(conn, "SELECT MAX(version) FROM schema_version")[0] or 0)
+
+    def migrate(self) -> int:
+        with self._failing("schema migration"):
+            conn = self._write_conn()
+            current = self._version(conn)
+            for version, _name, statements in MIGRATIONS:
+                if version <= current:
+                    continue
+                with self._transaction(conn):
+                    for statement in statements:
+                        conn.execute(statement)
+                    conn.execute(
+                        self._sql("INSERT INTO schema_version (version) VALUES (?)"), (version,)
+                    )
+                current = version
+            return current
+
+    # ------------------------------------------------------------- writes
+
+    def commit(self, batch: Batch) -> None:
+        with self._failing("commit"):
+            conn = self._write_conn()
+            if self._next_ledger_id is None:
+                self._next_ledger_id = self._next_id(conn, "ledger")
+            first_ledger_id = self._next_ledger_id
+            with self._batch_transaction(conn):
+                for text, rows in batch_rows(batch, first_ledger_id):
+                    self._executemany(conn, self._sql(text), rows)
+            self._next_ledger_id = first_ledger_id + len(batch.ledger)
+
+    # ------------------------------------------------------------- recovery
+
+    def load(self, symbols: list[str], bars_to_keep: dict[str, int]) -> Snapshot:
+        with self._failing("loading the store"):
+            conn = self._conn()
+            snap = Snapshot()
+            snap.users = [
+                UserRow(*r)
+                for r in self._rows(conn, "SELECT id, name, created FROM users ORDER BY id")
+            ]
+            snap.keys = [
+                KeyRow(k, s, uid, bool(ro), tuple(filter(None, ips.split(","))), c, rv)
+                for k, s, uid, ro, ips, c, rv in self._rows(
+                    conn,
+                    "SELECT api_key, secret, user_id, read_only, ips, created, revoked"
+                    f" FROM api_keys ORDER BY api_key{self.bytewise}",
+                )
+            ]
+            snap.balances = self._rows(
+                conn,
+                "SELECT account, asset, free, locked FROM balances"
+                f" ORDER BY account, asset{self.bytewise}",
+            )
+            snap.transfers = [
+                (tx, TransferRecord(i, a, asset, amount))
+                for i, tx, a, asset, amount in self._rows(
+                    conn, "SELECT id, tx_id, account, asset, amount FROM transfers ORDER BY id"
+                )
+            ]
+            snap.open_orders = [
+                order_from_row(r)
+                for r in self._rows(
+                    conn,
+                    f"SELECT {ORDER_COLUMNS} FROM orders WHERE status IN ({_OPEN}) ORDER BY id",
+                    tuple(sorted(OPEN_STATUSES)),
+                )
+            ]
+            snap.margin_accounts = self._rows(
+                conn, "SELECT id, user_id, symbol FROM margin_accounts ORDER BY id"
+            )
+            snap.debts = self._rows(
+                conn,
+                "SELECT account, asset, principal, interest FROM margin_debts"
+                " WHERE principal <> 0 OR interest <> 0"
+                f" ORDER BY account, asset{self.bytewise}",
+            )
+            snap.engine_state = dict(self._rows(conn, "SELECT name, value FROM engine_state"))
+            snap.next_order_id = self._next_id(conn, "orders")
+            snap.next_trade_id = self._next_id(conn, "trades")
+            for symbol in symbols:
+                for interval, keep in bars_to_keep.items():
+                    rows = self._rows(
+                        conn,
+                        "SELECT open_time, open, high, low, close, volume FROM klines"
+                        " WHERE symbol = ? AND interval = ? ORDER BY open_time DESC LIMIT ?",
+                        (symbol, interval, keep),
+                    )
+                    if rows:
+                        snap.bars.append((symbol, interval, [Bar(*r) for r in reversed(rows)]))
+                trades = self._rows(
+                    conn,
+                    "SELECT id, time, price, qty, taker_side FROM trades WHERE symbol = ?"
+                    " ORDER BY id DESC LIMIT 1000",
+                    (symbol,),
+                )
+                if trades:
+                    snap.recent_trades.append((symbol, [PublicTrade(*r) for r in reversed(trades)]))
+            return snap
+
+    # ------------------------------------------------------------- history reads
+
+    def find_order(
+        self, account: int, symbol: str, order_id: int | None, client_id: str | None
+    ) -> OrderState | None:
+        with self._failing("reading an order"):
+            conn = self._conn()
+            if order_id is not None:
+                row = self._one(
+                    conn,
+                    f"SELECT {ORDER_COLUMNS} FROM orders"
+                    " WHERE id = ? AND account = ? AND symbol = ?",
+                    (order_id, account, symbol),
+                )
+            elif client_id:
+                row = self._one(
+                    conn,
+                    f"SELECT {ORDER_COLUMNS} FROM orders WHERE account = ? AND symbol = ?"
+                    " AND client_id = ? ORDER BY id DESC LIMIT 1",
+                    (account, symbol, client_id),
+                )
+            else:
+                return None
+            return order_state(row) if row else None
+
+    def account_trades(
+        self, account: int, symbol: str, limit: int, from_id: int | None
+    ) -> list[Trade]:
+        with self._failing("reading trades"):
+            conn = self._conn()
+            if from_id is None:
+                sql = (
+                    f"{_MINE.format(side='bid')} UNION ALL {_MINE.format(side='ask')}"
+                    " ORDER BY id DESC LIMIT ?"
+                )
+                rows = self._rows(conn, sql, (symbol, account, symbol, account, limit))
+            else:
+                sql = (
+                    f"{_MINE.format(side='bid')} AND id >= ? UNION ALL"
+                    f" {_MINE.format(side='ask')} AND id >= ? ORDER BY id ASC LIMIT ?"
+                )
+                rows = self._rows(
+                    conn, sql, (symbol, account, from_id, symbol, account, from_id, limit)
+                )
+                rows.reverse()
+            return [Trade(*r) for r in rows]
+
+    def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:
+        with self._failing("reading the ledger"):
+            rows = self._rows(
+                self._conn(),
+                "SELECT account, asset, SUM(d_free), SUM(d_locked) FROM ledger"
+                " GROUP BY account, asset",
+            )
+            return {(a, asset): (int(f), int(lk)) for a, asset, f, lk in rows}
+
+    # ------------------------------------------------------------- export and import
+
+    def _ordered(self, table: Table) -> str:
+        keys = ", ".join(k + self.bytewise if k in _TEXT_KEYS else k for k in table.key)
+        return f"SELECT {table.column_list} FROM {table.name} ORDER BY {keys}"
+
+    def export_to(self, out: TextIO) -> dict[str, int]:
+        with self._failing("export"):
+            conn = self._write_conn()
+            with self._transaction(conn):  # one consistent snapshot
+                version = self._version(conn)
+                tables = ((t, self._stream(conn, self._ordered(t))) for t in TABLES.values())
+                return dump.write(out, version, tables)
+
+    def import_from(self, source: TextIO) -> dict[str, int]:
+        with self._failing("import"):
+            reader = dump.Reader(source)
+            conn = self._write_conn()
+            version = self._version(conn)
+            if reader.version != version:
+                raise StoreError(
+                    f"the export is of schema version {reader.version}, this store is at"
+                    f" {version}: run `tradehall db upgrade` on the source with this tradehall"
+                    " and export again"
+                )
+            with self._transaction(conn):
+                holding = [t for t in TABLES if self._one(conn, f"SELECT 1 FROM {t} LIMIT 1")]
+                if holding:
+                    raise StoreError(
+                        "the target store is not empty (rows in "
+                        f"{', '.join(holding)}): import only into an empty store"
+                    )
+                for table, rows in reader.tables():
+                    insert = self._sql(_insert(table))
+                    while chunk := list(itertools.islice(rows, self.import_chunk)):
+                        self._executemany(conn, insert, chunk)
+            self._next_ledger_id = None
+            return reader.counts

@@ -1,0 +1,255 @@
+"""Schemathesis against the in-process app, driven by the document the app serves.
+
+Every operation of /openapi.json gets schemathesis' generated requests (its coverage phase:
+boundaries, missing and malformed parameters; then a bounded, seeded fuzzing phase of valid
+and invalid requests). Every request is signed with a funded trader's key over the exact bytes
+schemathesis sends (a ``requests`` auth hook runs on the prepared request, after the body and
+query are serialized); admin requests carry the admin token. Each answer must not be a 5xx
+and must conform to the document: a documented status, JSON, and a body valid against that
+status's schema.
+
+Known product bug (see ``test_ids_beyond_64_bits_are_refused``): an order id or ``fromId``
+above 2**63 - 1 (but of at most 19 digits) answers 500. Those answers, and only those, are
+set aside by the run, and the strict xfail below reproduces them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from schemathesis.python import asgi
+from starlette.applications import Starlette
+
+from support import FakeClock
+from tradehall.api.app import create_app
+from tradehall.api.openapi import PATH
+from tradehall.client.signing import request_path_for_signing, sign, signature_payload
+from tradehall.config import load_config
+from tradehall.engine.markets import MarginSpec
+from tradehall.exchange import Exchange
+from tradehall.store.sqlite import SQLiteStore
+
+ADMIN_TOKEN = "schemathesis-admin-token"
+BASE_URL = "http://testserver"
+SPOT = "/spot/open/sapi/v1"
+SEED = 20261121
+MAX_EXAMPLES = int(os.environ.get("TRADEHALL_SCHEMATHESIS_EXAMPLES", "8"))
+"""Fuzzing examples per operation; raise it (environment variable) for a deeper local run."""
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+INT64_MAX = 2**63 - 1
+
+
+def _exchange(db_path: Path) -> Exchange:
+    """The default markets, with isolated margin offered on BTCUSDT."""
+    config = load_config()
+    markets = dataclasses.replace(config.markets, margin={"BTCUSDT": MarginSpec("BTCUSDT")})
+    store = SQLiteStore(db_path, "normal")
+    store.migrate()
+    exchange = Exchange(dataclasses.replace(config, markets=markets), store, check_invariants=True)
+    exchange.recover()
+    return exchange
+
+
+def _app(exchange: Exchange, clock: FakeClock) -> Starlette:
+    return create_app(exchange, clock=clock, admin_token=ADMIN_TOKEN, run_scheduler=False)
+
+
+def _served_document() -> bytes:
+    """/openapi.json as an app built like the tested one serves it (schemathesis needs the
+    schema when it collects the test; ``test_document_is_the_one_served`` checks it is the
+    tested app's)."""
+    with tempfile.TemporaryDirectory() as folder:
+        exchange = _exchange(Path(folder) / "document.db")
+        try:
+            response = asgi.get_client(_app(exchange, FakeClock())).get(PATH)
+            assert response.status_code == 200, response.text
+            return response.content
+        finally:
+            exchange.store.close()
+
+
+DOCUMENT = _served_document()
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "seed": SEED,
+        "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
+        "phases": {"stateful": {"enabled": False}},
+    }
+)
+schema = schemathesis.openapi.from_dict(json.loads(DOCUMENT), config=CONFIG)
+
+
+class Signer(requests.auth.AuthBase):
+    """Signs the prepared request exactly as it goes out: its method, path, raw query and body
+    bytes. Each signature gets a fresh timestamp (the server clock moves 1 ms), so none is a
+    replay. Admin paths get the bearer token instead."""
+
+    def __init__(self, api_key: str, secret: str, clock: FakeClock) -> None:
+        self.api_key = api_key
+        self.secret = secret
+        self.clock = clock
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        url = urlsplit(str(request.url))
+        path = unquote(url.path)
+        if path.startswith("/admin/"):
+            request.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+            return request
+        body = request.body or b""
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        assert isinstance(body, bytes), "a streamed body cannot be signed"
+        self.clock.advance(1)
+        ts = str(self.clock.now)
+        payload = signature_payload(
+            ts, str(request.method), request_path_for_signing(path, url.query), body
+        )
+        request.headers["X-CH-APIKEY"] = self.api_key
+        request.headers["X-CH-TS"] = ts
+        request.headers["X-CH-SIGN"] = sign(self.secret, payload)
+        return request
+
+
+@dataclasses.dataclass
+class Hall:
+    app: Starlette
+    http: asgi.ASGIClient
+    signer: Signer
+    set_aside: list[str] = dataclasses.field(default_factory=list)
+    """Answers of the known bug the run did not count as failures."""
+
+
+def _ok(response: requests.Response) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.fixture
+def hall(tmp_path: Path) -> Iterator[Hall]:
+    """The app, a funded trader whose key signs every request, and a book with liquidity
+    (another trader's resting orders) so that generated orders can trade. Schemathesis' pytest
+    plugin ends the app's lifespan when the test ends."""
+    exchange = _exchange(tmp_path / "tradehall.db")
+    clock = FakeClock()
+    app = _app(exchange, clock)
+    admin = Signer("", "", clock)
+    try:
+        with asgi.get_client(app) as http:
+            keys = []
+            for _ in range(2):
+                user = _ok(http.post("/admin/v1/users", json={}, auth=admin))
+                key = _ok(http.post("/admin/v1/keys", json={"userId": user["id"]}, auth=admin))
+                keys.append(key)
+                for asset, amount in (("BTC", "1000"), ("ETH", "10000"), ("USDT", "100000000")):
+                    deposit = {"userId": user["id"], "asset": asset, "amount": amount}
+                    _ok(http.post("/admin/v1/deposit", json=deposit, auth=admin))
+            trader = Signer(keys[0]["apiKey"], keys[0]["secret"], clock)
+            maker = Signer(keys[1]["apiKey"], keys[1]["secret"], clock)
+            # Order 1 is the trader's (the document's examples refer to it), the rest liquidity.
+            for signer, side, price in (
+                (trader, "BUY", "29000"),
+                (maker, "SELL", "30000"),
+                (maker, "SELL", "30100"),
+                (maker, "BUY", "29900"),
+            ):
+                order = {"symbol": "BTCUSDT", "side": side, "type": "LIMIT", "volume": "5"}
+                _ok(http.post(SPOT + "/order", json={**order, "price": price}, auth=signer))
+            margin_in = {
+                "symbol": "BTCUSDT",
+                "asset": "USDT",
+                "amount": "100000",
+                "direction": "IN",
+            }
+            _ok(http.post(SPOT + "/margin/tradehall/transfer", json=margin_in, auth=trader))
+            yield Hall(app, http, trader)
+    finally:
+        asgi.shutdown_lifespans()
+        exchange.store.close()
+
+
+def _oversized_ids(case: schemathesis.Case) -> list[str]:
+    """``orderId`` / ``fromId`` values of the request above 2**63 - 1 (the known bug)."""
+    found = []
+    for source in (case.query, case.body):
+        if not isinstance(source, dict):
+            continue
+        for name in ("orderId", "fromId"):
+            value = source.get(name)
+            if isinstance(value, str) and value.isdigit():
+                value = int(value)
+            if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+                found.append(f"{name}={value}")
+    return found
+
+
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_generated_requests(case: schemathesis.Case, hall: Hall) -> None:
+    response = case.call(session=hall.http, auth=hall.signer, base_url=BASE_URL)
+    if response.status_code == 500 and _oversized_ids(case):
+        hall.set_aside.append(f"{case.method} {case.path} {_oversized_ids(case)}")
+        return
+    case.validate_response(response, checks=CHECKS)
+
+
+def test_document_is_the_one_served(hall: Hall) -> None:
+    assert hall.http.get(PATH).content == DOCUMENT
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: an id above 2**63 - 1 (at most 19 digits, so accepted by the"
+    " parameter check) reaches SQLite, which raises OverflowError: HTTP 500 / -1000 instead of"
+    " 400 (-1102 or -2013)",
+)
+@pytest.mark.parametrize(
+    ("method", "path", "params"),
+    [
+        ("GET", SPOT + "/order", {"symbol": "BTCUSDT", "orderId": str(INT64_MAX + 1)}),
+        ("POST", SPOT + "/cancel", {"symbol": "BTCUSDT", "orderId": INT64_MAX + 1}),
+        ("GET", SPOT + "/myTrades", {"symbol": "BTCUSDT", "fromId": str(INT64_MAX + 1)}),
+        ("GET", SPOT + "/margin/order", {"symbol": "BTCUSDT", "orderId": str(INT64_MAX + 1)}),
+        ("POST", SPOT + "/margin/cancel", {"symbol": "BTCUSDT", "orderId": INT64_MAX + 1}),
+        ("GET", SPOT + "/margin/myTrades", {"symbol": "BTCUSDT", "fromId": str(INT64_MAX + 1)}),
+    ],
+    ids=["order", "cancel", "myTrades", "margin-order", "margin-cancel", "margin-myTrades"],
+)
+def test_ids_beyond_64_bits_are_refused(
+    hall: Hall, method: str, path: str, params: dict[str, Any]
+) -> None:
+    if method == "GET":
+        response = hall.http.get(path, params=params, auth=hall.signer)
+    else:
+        response = hall.http.post(path, json=params, auth=hall.signer)
+    assert response.status_code == 400, (response.status_code, response.text)
+    assert response.json()["code"] in (-1102, -2013)

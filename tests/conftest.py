@@ -42,8 +42,10 @@ def server_factory(tmp_path: Path) -> Iterator[Any]:
     """Start servers on demand; every one still running at the end is stopped."""
     started: list[ServerProcess] = []
 
-    def start(data_dir: Path | None = None, *extra: str) -> ServerProcess:
-        server = start_server(data_dir or tmp_path / "data", *extra)
+    def start(
+        data_dir: Path | None = None, *extra: str, rate_limits: bool = False
+    ) -> ServerProcess:
+        server = start_server(data_dir or tmp_path / "data", *extra, rate_limits=rate_limits)
         started.append(server)
         return server
 

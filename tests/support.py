@@ -125,10 +125,16 @@ def tradehall_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "tradehall", *args]
 
 
-def start_server(data_dir: Path, *extra: str, timeout: float = 20.0) -> ServerProcess:
-    """Start `tradehall serve` on a free loopback port and wait until it announces itself."""
+def start_server(
+    data_dir: Path, *extra: str, timeout: float = 20.0, rate_limits: bool = False
+) -> ServerProcess:
+    """Start `tradehall serve` on a free loopback port and wait until it announces itself.
+    Rate limits are off unless asked for: tests drive servers faster than the seed allows."""
+    flags = [] if rate_limits else ["--no-rate-limits"]
     proc = subprocess.Popen(
-        tradehall_command("serve", "--port", "0", "--data-dir", str(data_dir), "--json", *extra),
+        tradehall_command(
+            "serve", "--port", "0", "--data-dir", str(data_dir), "--json", *flags, *extra
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

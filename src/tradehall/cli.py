@@ -207,6 +207,12 @@ def serve(
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
     demo: Annotated[bool, typer.Option("--demo", help="Create and fund a demo account.")] = False,
+    no_rate_limits: Annotated[
+        bool,
+        typer.Option(
+            "--no-rate-limits", help="Switch rate limits off (local testing, benchmarks)."
+        ),
+    ] = False,
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -223,6 +229,7 @@ def serve(
                 bind_port,
                 demo=demo,
                 announce=lambda url, info: _announce(url, datadir, info, as_json),
+                rate_limits=not no_rate_limits,
             )
     except server.ListenError as exc:
         _fail(CliError(str(exc)), as_json)

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from importlib import resources
 
-from tradehall.engine.markets import FEE_RATE_DECIMALS, AssetSpec, MarketsSpec, PairSpec
+from tradehall.engine.markets import (
+    FEE_RATE_DECIMALS,
+    AssetSpec,
+    MarginSpec,
+    MarketsSpec,
+    PairSpec,
+)
 from tradehall.store.factory import database_problem
 from tradehall.units import UnitsError, to_units
 
@@ -27,7 +33,25 @@ _MAX_PLACES = 18
 _MAX_FEE_RATE = Decimal("0.1")
 _SYNCHRONOUS_LEVELS = ("full", "normal")
 
-_TOP_KEYS = ("server", "assets", "pairs")
+_TOP_KEYS = ("server", "limits", "assets", "pairs", "margin")
+_LIMIT_KEYS = (
+    "storage",
+    "signed_default",
+    "public_per_ip",
+    "global_per_ip",
+    "ban_after",
+    "ban_seconds",
+)
+_MARGIN_KEYS = (
+    "symbol",
+    "max_leverage",
+    "base_hourly_rate",
+    "quote_hourly_rate",
+    "initial_level",
+    "warning_level",
+    "liquidation_level",
+)
+_MAX_HOURLY_RATE = Decimal("0.01")
 _SERVER_KEYS = ("host", "port", "data_dir", "database", "sqlite_synchronous", "rate_limits")
 _ASSET_KEYS = ("name", "decimals")
 _PAIR_KEYS = (
@@ -57,12 +81,33 @@ class ServerConfig:
     rate_limits: bool = True
 
 
+Rate = tuple[int, int]
+"""(requests, seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSettings:
+    """Rate limits beyond the interface document's per-key table (see api/ratelimit.py)."""
+
+    enabled: bool = True
+    storage: str = "memory://"
+    """``memory://`` or a Redis URL (``redis://host:6379``) shared by several processes."""
+    signed_default: Rate = (100, 2)
+    """Per key, for signed endpoints the seed's table leaves open."""
+    public_per_ip: Rate = (200, 2)
+    global_per_ip: Rate = (2000, 10)
+    ban_after: int = 50
+    """Refusals (429) from one IP within 60 s beyond which it is banned."""
+    ban_seconds: int = 120
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     server: ServerConfig
     markets: MarketsSpec
     source: str
     """The file path the configuration came from, or "<built-in>"."""
+    limits: LimitSettings = LimitSettings()
 
 
 class ConfigError(Exception):
@@ -110,9 +155,12 @@ def parse_config(text: str, source: str) -> Config:
     root = _parse_toml(text, source)
     doc.check_keys(root, "", _TOP_KEYS)
     server = _server_config(doc, root.get("server", {}))
+    limits = _limits(doc, root.get("limits", {}), server.rate_limits)
     assets = _assets(doc, root.get("assets"))
     pairs = _pairs(doc, root.get("pairs"), assets)
-    return Config(server=server, markets=MarketsSpec(assets=assets, pairs=pairs), source=source)
+    margin = _margin(doc, root.get("margin", []), pairs)
+    markets = MarketsSpec(assets=assets, pairs=pairs, margin=margin)
+    return Config(server=server, markets=markets, source=source, limits=limits)
 
 
 # --- locating lines ---------------------------------------------------------------------------
@@ -250,12 +298,14 @@ class _Document:
             raise self.error(field, f"must be a table, not {_type_name(value)}")
         return value
 
-    def array_of_tables(self, value: object, field: str) -> list[dict[str, object]]:
+    def array_of_tables(
+        self, value: object, field: str, *, allow_empty: bool = False
+    ) -> list[dict[str, object]]:
         if value is None:
             raise self.error(field, f"missing: at least one [[{field}]] table is required")
         if not isinstance(value, list):
             raise self.error(field, f"must be an array of tables, not {_type_name(value)}")
-        if not value:
+        if not value and not allow_empty:
             raise self.error(field, f"must not be empty: at least one [[{field}]] is required")
         return [self.table(item, f"{field}[{i}]") for i, item in enumerate(value)]
 
@@ -381,6 +431,83 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
         sqlite_synchronous=synchronous,
         rate_limits=table.boolean("rate_limits", defaults.rate_limits),
     )
+
+
+def _rate(table: _Table, key: str, default: Rate) -> Rate:
+    value = table.values.get(key)
+    if value is None:
+        return default
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    ):
+        raise table.error(key, "must be [requests, seconds], two positive integers")
+    return (value[0], value[1])
+
+
+def _limits(doc: _Document, value: object, enabled: bool) -> LimitSettings:
+    table = _Table(doc, doc.table(value, "limits"), "limits")
+    doc.check_keys(table.values, "limits", _LIMIT_KEYS)
+    defaults = LimitSettings()
+    storage = table.string("storage", defaults.storage)
+    if not storage.startswith(("memory://", "redis://", "rediss://")):
+        raise table.error("storage", "must be memory:// or a redis:// URL")
+    return LimitSettings(
+        enabled=enabled,
+        storage=storage,
+        signed_default=_rate(table, "signed_default", defaults.signed_default),
+        public_per_ip=_rate(table, "public_per_ip", defaults.public_per_ip),
+        global_per_ip=_rate(table, "global_per_ip", defaults.global_per_ip),
+        ban_after=table.integer("ban_after", 1, 1_000_000, defaults.ban_after),
+        ban_seconds=table.integer("ban_seconds", 1, 86_400 * 30, defaults.ban_seconds),
+    )
+
+
+def _level(table: _Table, key: str, default: int) -> int:
+    if table.values.get(key) is None:
+        return default
+    value = table.decimal(key)
+    if not Decimal(1) < value <= Decimal(100):
+        raise table.error(key, f"must be above 1 and at most 100, got {_plain(value)}")
+    return table.units(key, value, 4, "risk levels have 4 decimal places")
+
+
+def _hourly_rate(table: _Table, key: str, default: int) -> int:
+    if table.values.get(key) is None:
+        return default
+    value = table.decimal(key)
+    if not 0 <= value <= _MAX_HOURLY_RATE:
+        raise table.error(key, f"must be between 0 and {_MAX_HOURLY_RATE} per hour")
+    return table.units(key, value, 8, "interest rates are in units of 1e-8 per hour")
+
+
+def _margin(doc: _Document, value: object, pairs: dict[str, PairSpec]) -> dict[str, MarginSpec]:
+    specs: dict[str, MarginSpec] = {}
+    for i, values in enumerate(doc.array_of_tables(value, "margin", allow_empty=True)):
+        table = _Table(doc, values, f"margin[{i}]")
+        doc.check_keys(values, table.path, _MARGIN_KEYS)
+        symbol = table.string("symbol").upper()
+        if symbol not in pairs:
+            raise table.error("symbol", f"unknown pair {symbol!r}")
+        if symbol in specs:
+            raise table.error("symbol", f"duplicate margin pair {symbol!r}")
+        defaults = MarginSpec(symbol)
+        spec = MarginSpec(
+            symbol=symbol,
+            max_leverage=table.integer("max_leverage", 2, 100, defaults.max_leverage),
+            base_hourly_rate=_hourly_rate(table, "base_hourly_rate", defaults.base_hourly_rate),
+            quote_hourly_rate=_hourly_rate(table, "quote_hourly_rate", defaults.quote_hourly_rate),
+            initial_level=_level(table, "initial_level", defaults.initial_level),
+            warning_level=_level(table, "warning_level", defaults.warning_level),
+            liquidation_level=_level(table, "liquidation_level", defaults.liquidation_level),
+        )
+        if not spec.initial_level > spec.warning_level > spec.liquidation_level:
+            raise table.error(
+                "warning_level", "levels must satisfy initial > warning > liquidation"
+            )
+        specs[symbol] = spec
+    return specs
 
 
 def _name(table: _Table, key: str) -> str:

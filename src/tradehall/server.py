@@ -4,6 +4,7 @@ SIGTERM or SIGINT stop taking requests, commit what is in flight and exit cleanl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -70,6 +71,7 @@ def run(
     *,
     demo: bool,
     announce: Callable[[str, dict[str, Any] | None], None],
+    rate_limits: bool = True,
 ) -> None:
     """Serve until signalled. The caller holds the data folder's lock (the store: SQLite in the
     folder, or PostgreSQL, whose advisory lock the store takes)."""
@@ -84,14 +86,12 @@ def run(
             demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000)
             exchange.commit_now()
         token = datadir.admin_token()
+        limits = dataclasses.replace(cfg.limits, enabled=cfg.limits.enabled and rate_limits)
         sock = listen(host, port)
         try:
-            bound_port = sock.getsockname()[1]
-            datadir.write_server(host, bound_port)
-            announce(url_for(host, bound_port), demo_info)
             server = GracefulServer(
                 uvicorn.Config(
-                    create_app(exchange, admin_token=token),
+                    create_app(exchange, admin_token=token, limits=limits),
                     loop="uvloop",
                     http="httptools",
                     lifespan="on",
@@ -100,6 +100,12 @@ def run(
                     timeout_graceful_shutdown=10,
                 )
             )
+            # From the moment we announce, a signal must mean a graceful stop.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, server.handle_exit)
+            bound_port = sock.getsockname()[1]
+            datadir.write_server(host, bound_port)
+            announce(url_for(host, bound_port), demo_info)
             server.run(sockets=[sock])
         finally:
             datadir.clear_server()

@@ -6,9 +6,11 @@ happens once, where text enters (API parameters, configuration) or leaves (respo
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+import re
+from decimal import Decimal
 
 _POW10 = [10**i for i in range(40)]
+_PLAIN_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
 
 
 class UnitsError(ValueError):
@@ -33,13 +35,11 @@ def to_units(value: str | int | Decimal, decimals: int) -> int:
     if isinstance(value, int):
         return value * pow10(decimals)
     if isinstance(value, str):
-        text = value.strip()
-        if not text or len(text) > 64:
+        # Plain decimal text only: no exponent, sign '+', underscores, spaces or non-ASCII
+        # digits, which Decimal() would otherwise accept.
+        if len(value) > 64 or not _PLAIN_DECIMAL.fullmatch(value):
             raise UnitsError("not a number")
-        try:
-            dec = Decimal(text)
-        except InvalidOperation:
-            raise UnitsError("not a number") from None
+        dec = Decimal(value)
     elif isinstance(value, Decimal):
         dec = value
     else:

@@ -7,10 +7,6 @@ schemathesis sends (a ``requests`` auth hook runs on the prepared request, after
 query are serialized); admin requests carry the admin token. Each answer must not be a 5xx
 and must conform to the document: a documented status, JSON, and a body valid against that
 status's schema.
-
-Known product bug (see ``test_ids_beyond_64_bits_are_refused``): an order id or ``fromId``
-above 2**63 - 1 (but of at most 19 digits) answers 500. Those answers, and only those, are
-set aside by the run, and the strict xfail below reproduces them.
 """
 
 from __future__ import annotations
@@ -139,7 +135,6 @@ class Hall:
     app: Starlette
     http: asgi.ASGIClient
     signer: Signer
-    set_aside: list[str] = dataclasses.field(default_factory=list)
     """Answers of the known bug the run did not count as failures."""
 
 
@@ -191,21 +186,6 @@ def hall(tmp_path: Path) -> Iterator[Hall]:
         exchange.store.close()
 
 
-def _oversized_ids(case: schemathesis.Case) -> list[str]:
-    """``orderId`` / ``fromId`` values of the request above 2**63 - 1 (the known bug)."""
-    found = []
-    for source in (case.query, case.body):
-        if not isinstance(source, dict):
-            continue
-        for name in ("orderId", "fromId"):
-            value = source.get(name)
-            if isinstance(value, str) and value.isdigit():
-                value = int(value)
-            if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
-                found.append(f"{name}={value}")
-    return found
-
-
 @schema.parametrize()
 @settings(
     max_examples=MAX_EXAMPLES,
@@ -216,9 +196,6 @@ def _oversized_ids(case: schemathesis.Case) -> list[str]:
 )
 def test_generated_requests(case: schemathesis.Case, hall: Hall) -> None:
     response = case.call(session=hall.http, auth=hall.signer, base_url=BASE_URL)
-    if response.status_code == 500 and _oversized_ids(case):
-        hall.set_aside.append(f"{case.method} {case.path} {_oversized_ids(case)}")
-        return
     case.validate_response(response, checks=CHECKS)
 
 
@@ -226,12 +203,6 @@ def test_document_is_the_one_served(hall: Hall) -> None:
     assert hall.http.get(PATH).content == DOCUMENT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: an id above 2**63 - 1 (at most 19 digits, so accepted by the"
-    " parameter check) reaches SQLite, which raises OverflowError: HTTP 500 / -1000 instead of"
-    " 400 (-1102 or -2013)",
-)
 @pytest.mark.parametrize(
     ("method", "path", "params"),
     [

@@ -503,12 +503,6 @@ def test_cli_commands_use_the_given_config(tmp_path: Path) -> None:
     assert dep["free"] == "0.123456789"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the admin API reads an empty string as an absent parameter, so "
-    "`user create --name ''` is refused (-1102) with no server but creates a user named "
-    "'user-N' when a server runs",
-)
 def test_empty_name_is_refused_with_or_without_a_server(
     server_factory: Any, data_dir: Path
 ) -> None:

@@ -447,13 +447,6 @@ def test_acknowledged_writes_survive_kill_9(
     audit_passes(data, config_file)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the admin audit (what `tradehall audit` uses while a server runs) compares the "
-    "live in-memory balances with the committed ledger sums, read on another thread while "
-    "orders keep being applied: under concurrent trading it reports violations on a healthy "
-    "exchange (ok false, exit 1)",
-)
 def test_audit_while_trading_reports_no_false_violations(
     server_factory: Any, tmp_path: Path, config_file: Path
 ) -> None:

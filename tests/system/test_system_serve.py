@@ -233,12 +233,6 @@ def _full_pipe() -> tuple[int, int]:
     return r, w
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: serve writes server.json and announces itself before any SIGTERM/SIGINT "
-    "handling is installed (uvicorn installs it later, in server.run); a SIGTERM in that window "
-    "kills the process by the default action: exit -15, server.json left behind",
-)
 def test_sigterm_once_announced_stops_cleanly(tmp_path: Path) -> None:
     """The server has claimed the folder (server.json) and is printing its announcement when
     SIGTERM arrives. The announcement is held up by a full stdout pipe, which only widens the

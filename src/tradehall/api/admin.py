@@ -61,8 +61,19 @@ def _bool(params: Params, name: str) -> bool:
     raise params.malformed(name, "must be true or false")
 
 
+def _given_text(call: Call, name: str) -> str | None:
+    """A text field as sent: an empty string stays empty (operations refuse it) rather than
+    counting as absent, so the admin API answers as the offline CLI does."""
+    value = call.params.data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise call.params.malformed(name, "must be a string")
+    return value
+
+
 async def create_user(call: Call) -> Any:
-    result = ops.create_user(call.exchange, call.params.text("name"), call.now)
+    result = ops.create_user(call.exchange, _given_text(call, "name"), call.now)
     await call.durable()
     return result
 
@@ -83,8 +94,9 @@ async def create_key(call: Call) -> Any:
 
 
 async def revoke_key(call: Call) -> Any:
-    api_key = call.params.text("apiKey", required=True)
-    assert api_key is not None
+    api_key = _given_text(call, "apiKey")
+    if api_key is None:
+        raise call.params.missing("apiKey")
     result = ops.revoke_key(call.exchange, api_key, call.now)
     await call.durable()
     return result
@@ -115,8 +127,9 @@ async def markets(call: Call) -> Any:
 
 
 async def audit(call: Call) -> Any:
-    await call.durable()
-    return await call.state.read(ops.audit, call.exchange)
+    memory = ops.audit_memory(call.exchange)  # on the loop: no command runs meanwhile
+    store_problems = await call.state.read(ops.audit_store, call.exchange)
+    return ops.audit_report(memory, store_problems)
 
 
 async def status(call: Call) -> Any:

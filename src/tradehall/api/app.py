@@ -15,9 +15,10 @@ from starlette.responses import Response
 from tradehall.api import admin, margin, openapi, spot
 from tradehall.api.errors import error_response
 from tradehall.api.http import AppState
-from tradehall.api.ratelimit import LimitSettings, RateLimiter
+from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
+from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
 from tradehall.scheduler import Scheduler
 from tradehall.store.writer import GroupCommitter

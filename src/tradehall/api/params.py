@@ -17,7 +17,7 @@ from tradehall.codes import Code
 from tradehall.units import UnitsError, to_units
 
 _SYMBOL = re.compile(r"[A-Za-z0-9_-]{1,40}")
-_INTEGER = re.compile(r"-?[0-9]{1,19}")
+_INTEGER = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 
@@ -147,13 +147,20 @@ class Params:
         return value
 
 
+INT64_MAX = 2**63 - 1
+
+
 def parse_int(value: Any) -> int | None:
+    """An integer within the signed 64-bit range (every id and bound is stored as one)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, Decimal) and value == value.to_integral_value():
-        return int(value)
-    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
-        return int(value)
-    return None
+    if isinstance(value, str):
+        integral = _INTEGER.fullmatch(value) is not None
+    elif isinstance(value, Decimal):
+        integral = value.is_finite() and value == value.to_integral_value()
+    else:
+        integral = isinstance(value, int)
+    if not integral:
+        return None
+    number = int(value)
+    return number if -INT64_MAX - 1 <= number <= INT64_MAX else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
 
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.strategies import MovingWindowRateLimiter
@@ -21,11 +20,9 @@ from limits.storage import storage_from_string
 
 from tradehall.api.errors import ApiError
 from tradehall.codes import Code
+from tradehall.config import LimitSettings, Rate
 
 log = logging.getLogger("tradehall.limits")
-
-Rate = tuple[int, int]
-"""(requests, seconds)."""
 
 SEED_LIMITS: dict[str, Rate] = {
     "POST /spot/open/sapi/v1/order": (100, 2),
@@ -43,20 +40,6 @@ SEED_LIMITS: dict[str, Rate] = {
     "GET /futures/open/fapi/v1/account": (20, 2),
 }
 """Per API key, exactly the interface document's table."""
-
-
-@dataclass(frozen=True, slots=True)
-class LimitSettings:
-    enabled: bool = True
-    storage: str = "memory://"
-    """``memory://`` or a Redis URL (``redis://host:6379``)."""
-    signed_default: Rate = (100, 2)
-    """Per key, for signed endpoints the seed's table leaves open."""
-    public_per_ip: Rate = (200, 2)
-    global_per_ip: Rate = (2000, 10)
-    ban_after: int = 50
-    """Refusals (429) from one IP within 60 s beyond which it is banned."""
-    ban_seconds: int = 120
 
 
 def _item(rate: Rate, namespace: str) -> RateLimitItem:

@@ -59,6 +59,10 @@ class Store(Protocol):
         """Trades of ``account`` on ``symbol``, newest first (see the contract's fromId rule)."""
         ...
 
+    def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:
+        """Stored balances that differ from the sum of their ledger entries (one snapshot)."""
+        ...
+
     def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:
         """Per (account, asset), the sums of the ledger's free and locked deltas."""
         ...

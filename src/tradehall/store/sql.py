@@ -392,6 +392,29 @@ class SQLStore(Generic[C]):
             )
             return {(a, asset): (int(f), int(lk)) for a, asset, f, lk in rows}
 
+    def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:
+        """Stored balances that differ from the sum of their stored ledger entries, as
+        (account, asset, free, locked, sum of d_free, sum of d_locked). One statement, so it
+        reads one consistent snapshot even while commits go on."""
+        sums = (
+            "SELECT account, asset, SUM(d_free) AS f, SUM(d_locked) AS lk FROM ledger"
+            " GROUP BY account, asset"
+        )
+        with self._failing("auditing the ledger"):
+            rows = self._rows(
+                self._conn(),
+                f"SELECT b.account, b.asset, b.free, b.locked, COALESCE(l.f, 0), COALESCE(l.lk, 0)"
+                f" FROM balances b LEFT JOIN ({sums}) l"
+                " ON l.account = b.account AND l.asset = b.asset"
+                " WHERE b.free <> COALESCE(l.f, 0) OR b.locked <> COALESCE(l.lk, 0)"
+                f" UNION ALL SELECT l.account, l.asset, 0, 0, l.f, l.lk FROM ({sums}) l"
+                " LEFT JOIN balances b ON b.account = l.account AND b.asset = l.asset"
+                " WHERE b.account IS NULL AND (l.f <> 0 OR l.lk <> 0)",
+            )
+            return [
+                (a, asset, int(f), int(lk), int(sf), int(sl)) for a, asset, f, lk, sf, sl in rows
+            ]
+
     # ------------------------------------------------------------- export and import
 
     def _ordered(self, table: Table) -> str:

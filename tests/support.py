@@ -23,11 +23,14 @@ from tradehall.client import AdminClient, Client
 from tradehall.config import load_config
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.secretbox import SecretBox
 from tradehall.store.base import Store
 from tradehall.store.factory import open_store
 from tradehall.store.sqlite import SQLiteStore
 
 ADMIN_TOKEN = "test-admin-token"
+TEST_SECRET_BOX = SecretBox(b"tradehall-test-secret-key-32byte")
+"""One sealing key for every in-process test exchange, so a store can be reopened."""
 BASE_URL = "http://testserver"
 
 
@@ -96,7 +99,7 @@ def make_exchange(db_path: Path | None = None, *, store: Store | None = None) ->
         assert db_path is not None
         store = SQLiteStore(db_path, "normal")
     store.migrate()
-    exchange = Exchange(load_config(), store, check_invariants=True)
+    exchange = Exchange(load_config(), store, secret_box=TEST_SECRET_BOX, check_invariants=True)
     exchange.recover()
     return exchange
 

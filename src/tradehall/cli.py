@@ -152,7 +152,7 @@ def _offline(cfg: Config, datadir: DataDir) -> Iterator[Exchange]:
             store = _open_store(cfg, datadir)
             try:
                 store.migrate()
-                exchange = Exchange(cfg, store)
+                exchange = Exchange(cfg, store, secret_box=datadir.secret_box())
                 exchange.recover()
                 yield exchange
                 exchange.commit_now()

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tradehall.secretbox import ENV_VAR, SecretBox
+
 
 class DataDirBusy(Exception):
     """Another process (a running server, or another offline command) owns the folder."""
@@ -47,6 +49,25 @@ class DataDir:
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
         return token
+
+    @property
+    def secret_key_path(self) -> Path:
+        return self.path / "secret.key"
+
+    def secret_box(self) -> SecretBox:
+        """The key that seals API secrets in the store: from TRADEHALL_SECRET_KEY when set,
+        else the data folder's secret.key (created on first use, mode 0600)."""
+        from_env = os.environ.get(ENV_VAR)
+        if from_env:
+            return SecretBox.from_text(from_env)
+        self.ensure()
+        try:
+            fd = os.open(self.secret_key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return SecretBox.from_text(self.secret_key_path.read_text())
+        with os.fdopen(fd, "w") as f:
+            f.write(SecretBox.encode_key(SecretBox.new_key()) + "\n")
+        return SecretBox.from_text(self.secret_key_path.read_text())
 
     def read_token(self) -> str | None:
         try:

@@ -8,6 +8,7 @@ group committer, the offline CLI with ``commit_now``.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import secrets
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from tradehall.engine.engine import Engine
 from tradehall.engine.events import TradeExecuted
 from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
+from tradehall.secretbox import SecretBox
 from tradehall.store.base import Store, StoreError
 from tradehall.store.batch import ACCRUED_HOUR, Batch, KeyRow, UserRow
 
@@ -46,9 +48,18 @@ def parse_networks(ips: tuple[str, ...] | list[str]) -> tuple[IpNetwork, ...]:
 
 
 class Exchange:
-    def __init__(self, config: Config, store: Store, *, check_invariants: bool = False) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        secret_box: SecretBox,
+        check_invariants: bool = False,
+    ) -> None:
         self.config = config
         self.store = store
+        self.secret_box = secret_box
+        """Seals API secrets before they are staged for the store; opens them on recovery."""
         self.engine = Engine(config.markets, check_invariants=check_invariants)
         self.marketdata = MarketData(config.markets.pairs)
         self.users: dict[int, UserRow] = {}
@@ -65,7 +76,14 @@ class Exchange:
         snap = self.store.load(symbols, {i.name: keep_for(i) for i in INTERVALS})
         for user in snap.users:
             self.users[user.id] = user
-        for key in snap.keys:
+        for stored in snap.keys:
+            if SecretBox.is_sealed(stored.secret):
+                key = dataclasses.replace(
+                    stored, secret=self.secret_box.open(stored.secret, stored.api_key)
+                )
+            else:  # written before secrets were sealed: seal it now
+                key = stored
+                self.pending.keys[key.api_key] = self._sealed(key)
             self.keys[key.api_key] = ApiKey(key, parse_networks(key.ips))
         for account, asset, free, locked in snap.balances:
             self.engine.restore_balance(account, asset, free, locked)
@@ -128,7 +146,7 @@ class Exchange:
             ts,
         )
         self.keys[row.api_key] = ApiKey(row, networks)
-        self.pending.keys[row.api_key] = row
+        self.pending.keys[row.api_key] = self._sealed(row)
         return row
 
     def revoke_key(self, api_key: str, ts: int) -> KeyRow:
@@ -146,8 +164,12 @@ class Exchange:
             ts,
         )
         self.keys[api_key] = ApiKey(row, key.networks)
-        self.pending.keys[api_key] = row
+        self.pending.keys[api_key] = self._sealed(row)
         return row
+
+    def _sealed(self, row: KeyRow) -> KeyRow:
+        """The row as the store keeps it: the secret sealed, never in clear."""
+        return dataclasses.replace(row, secret=self.secret_box.seal(row.secret, row.api_key))
 
     def require_user(self, user_id: int) -> UserRow:
         user = self.users.get(user_id)

@@ -79,8 +79,9 @@ def run(
     try:
         store.migrate()
         debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")
-        exchange = Exchange(cfg, store, check_invariants=debug)
+        exchange = Exchange(cfg, store, secret_box=datadir.secret_box(), check_invariants=debug)
         exchange.recover()
+        exchange.commit_now()  # secrets found in clear (older stores) are sealed at once
         demo_info = None
         if demo:
             demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000)

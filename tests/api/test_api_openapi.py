@@ -18,12 +18,11 @@ from referencing.jsonschema import DRAFT202012
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from support import ADMIN_TOKEN, BASE_URL, Env, FakeClock, make_exchange
+from support import ADMIN_TOKEN, BASE_URL, TEST_SECRET_BOX, Env, FakeClock, make_exchange
 from tradehall.api.app import create_app
 from tradehall.api.openapi import EXTENSION, PATH
-from tradehall.api.ratelimit import LimitSettings
 from tradehall.client import AdminClient
-from tradehall.config import load_config
+from tradehall.config import LimitSettings, load_config
 from tradehall.engine.markets import MarginSpec
 from tradehall.exchange import Exchange
 from tradehall.store.sqlite import SQLiteStore
@@ -127,7 +126,12 @@ def margin_exchange(db_path: Path) -> Exchange:
     markets = dataclasses.replace(config.markets, margin={"BTCUSDT": MarginSpec("BTCUSDT")})
     store = SQLiteStore(db_path, "normal")
     store.migrate()
-    exchange = Exchange(dataclasses.replace(config, markets=markets), store, check_invariants=True)
+    exchange = Exchange(
+        dataclasses.replace(config, markets=markets),
+        store,
+        secret_box=TEST_SECRET_BOX,
+        check_invariants=True,
+    )
     exchange.recover()
     return exchange
 

@@ -34,7 +34,7 @@ from schemathesis.checks import (
 from schemathesis.python import asgi
 from starlette.applications import Starlette
 
-from support import FakeClock
+from support import TEST_SECRET_BOX, FakeClock
 from tradehall.api.app import create_app
 from tradehall.api.openapi import PATH
 from tradehall.client.signing import request_path_for_signing, sign, signature_payload
@@ -65,7 +65,12 @@ def _exchange(db_path: Path) -> Exchange:
     markets = dataclasses.replace(config.markets, margin={"BTCUSDT": MarginSpec("BTCUSDT")})
     store = SQLiteStore(db_path, "normal")
     store.migrate()
-    exchange = Exchange(dataclasses.replace(config, markets=markets), store, check_invariants=True)
+    exchange = Exchange(
+        dataclasses.replace(config, markets=markets),
+        store,
+        secret_box=TEST_SECRET_BOX,
+        check_invariants=True,
+    )
     exchange.recover()
     return exchange
 

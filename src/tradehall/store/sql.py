@@ -61,7 +61,7 @@ ORDER_COLUMNS = ORDERS.column_list
 TRADE_COLUMNS = TRADES.column_list
 
 INSERT_USER = _insert(TABLES["users"])
-UPSERT_KEY = _upsert(TABLES["api_keys"], "revoked")
+UPSERT_KEY = _upsert(TABLES["api_keys"], "secret", "revoked")
 INSERT_TRANSFER = _insert(TABLES["transfers"])
 UPSERT_ORDER = _upsert(ORDERS, "filled", "filled_quote", "held", "status", "updated")
 INSERT_TRADE = _insert(TRADES)

@@ -8,6 +8,7 @@ own connection, which WAL lets read while the writer writes. Everything but the 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self.synchronous = synchronous.upper()
 
     def _connect(self) -> sqlite3.Connection:
+        if self.path != ":memory:" and not os.path.exists(self.path):
+            # Owner-only from the start; SQLite gives its -wal and -shm files the same mode.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")

@@ -378,6 +378,109 @@ app.command("deposit")(_transfer_command("deposit"))
 app.command("withdraw")(_transfer_command("withdraw"))
 
 
+def _fund_command(system: str, kind: str) -> Callable[..., None]:
+    def command(
+        asset: Annotated[str, typer.Option(help="Asset, e.g. USDT.")],
+        amount: Annotated[str, typer.Option(help="Decimal amount.")],
+        tx_id: Annotated[
+            str | None,
+            typer.Option("--tx-id", help="Idempotency id: repeating it changes nothing."),
+        ] = None,
+        data_dir: DataDirOpt = None,
+        config: ConfigOpt = None,
+        database: DatabaseOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        _operate(
+            config,
+            data_dir,
+            as_json,
+            lambda admin: admin.fund(system, asset, amount, tx_id, withdraw=kind == "withdraw"),
+            lambda ex, ts: ops.fund(ex, kind, system, asset, amount, tx_id, ts),
+            database=database,
+        )
+
+    what = "the margin lending pool" if system == "pool" else "the insurance fund"
+    command.__doc__ = (
+        f"Put operator funds into {what} (idempotent by --tx-id)."
+        if kind == "deposit"
+        else f"Take free funds out of {what} (idempotent by --tx-id)."
+    )
+    return command
+
+
+for _system in ops.FUNDABLE:
+    _system_app = typer.Typer(
+        help="The margin lending pool." if _system == "pool" else "The insurance fund.",
+        no_args_is_help=True,
+    )
+    _system_app.command("deposit")(_fund_command(_system, "deposit"))
+    _system_app.command("withdraw")(_fund_command(_system, "withdraw"))
+    app.add_typer(_system_app, name=_system)
+
+
+@app.command()
+def system(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Balances of the exchange's own accounts: fees, lending pool, insurance fund."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.system(),
+        lambda ex, ts: ops.system_balances(ex),
+        database=database,
+    )
+
+
+@app.command()
+def transfer(
+    user: UserOpt,
+    asset: Annotated[str, typer.Option(help="Asset, e.g. USDT.")],
+    amount: Annotated[str, typer.Option(help="Decimal amount.")],
+    source: Annotated[str, typer.Option("--from", help="spot or margin")],
+    target: Annotated[str, typer.Option("--to", help="margin or spot")],
+    symbol: Annotated[str, typer.Option(help="The margin pair, e.g. BTCUSDT.")],
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Move a user's funds between its spot account and its margin account on a pair."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.margin_transfer(user, symbol, asset, amount, source, target),
+        lambda ex, ts: ops.margin_transfer(ex, user, symbol, asset, amount, source, target, ts),
+        database=database,
+    )
+
+
+@app.command()
+def margin(
+    user: UserOpt,
+    symbol: Annotated[str, typer.Option(help="The margin pair, e.g. BTCUSDT.")],
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a user's margin account on a pair: assets, debts, risk ratio, liquidation price."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.margin_account(user, symbol),
+        lambda ex, ts: ops.margin_view(ex, user, symbol.upper()),
+        database=database,
+    )
+
+
 def _balances_table(result: Any) -> str:
     rows = [f"{'asset':<8} {'free':>24} {'locked':>24}"]
     rows += [f"{b['asset']:<8} {b['free']:>24} {b['locked']:>24}" for b in result["balances"]]

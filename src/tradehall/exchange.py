@@ -18,7 +18,7 @@ from tradehall.codes import Code, Reject
 from tradehall.config import Config
 from tradehall.engine.commands import Command
 from tradehall.engine.engine import Engine
-from tradehall.engine.events import TradeExecuted
+from tradehall.engine.events import OrderChanged, TradeExecuted
 from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
@@ -67,6 +67,12 @@ class Exchange:
         self.pending = Batch()
         self.failure: str | None = None
         """Set when a commit failed: from then on nothing is acknowledged (fail-stop)."""
+        self._bars_changed = False
+        """Trades moved bars since the last cut (``take_pending`` stages them)."""
+        self.book_versions: dict[str, int] = dict.fromkeys(config.markets.pairs, 0)
+        """Per symbol, a counter that moves whenever that book may have changed (an order of
+        the symbol changed, or a command failed unexpectedly): views rendered from a book
+        (``GET /depth``) stay valid while it stands still."""
 
     # ----------------------------------------------------------------- recovery
 
@@ -93,6 +99,7 @@ class Exchange:
         self.engine.restore_counters(snap.next_order_id, snap.next_trade_id)
         for symbol, interval, bars in snap.bars:
             self.marketdata.restore_bars(symbol, interval, bars)
+        self._touch_all_books()
         for symbol, trades in snap.recent_trades:
             self.marketdata.restore_trades(symbol, trades)
             self.engine.restore_last_price(symbol, trades[-1].price)
@@ -112,19 +119,30 @@ class Exchange:
     def apply(self, cmd: Command) -> Any:
         """Apply an engine command and stage its rows. Raises Reject (nothing changed)."""
         self.check_writable()
-        result = self.engine.apply(cmd)
+        try:
+            result = self.engine.apply(cmd)
+        except Reject:
+            raise
+        except BaseException:
+            self._touch_all_books()  # not a clean refusal: the books may have moved
+            raise
         events = result.events
         if events:
             self.pending.add_events(events, cmd.ts)
-            traded = False
+            versions = self.book_versions
             for event in events:
-                if type(event) is TradeExecuted:
+                if type(event) is OrderChanged:
+                    symbol = event.order.symbol
+                    versions[symbol] = versions.get(symbol, 0) + 1
+                elif type(event) is TradeExecuted:
                     t = event.trade
                     self.marketdata.on_trade(t.symbol, t.id, t.time, t.price, t.qty, t.taker_side)
-                    traded = True
-            if traded:
-                self.pending.add_bars(self.marketdata.take_changed_bars())
+                    self._bars_changed = True
         return result.reply
+
+    def _touch_all_books(self) -> None:
+        for symbol in self.book_versions:
+            self.book_versions[symbol] += 1
 
     def create_user(self, name: str, ts: int) -> UserRow:
         self.check_writable()
@@ -180,7 +198,13 @@ class Exchange:
     # ----------------------------------------------------------------- durability
 
     def take_pending(self) -> Batch:
+        """Cut the batch: everything applied so far. The bars trades changed are copied now,
+        once per batch rather than once per command: their state at the cut is the state
+        after the batch's last command, as the rest of the batch."""
         batch = self.pending
+        if self._bars_changed:
+            self._bars_changed = False
+            batch.add_bars(self.marketdata.take_changed_bars())
         self.pending = Batch()
         return batch
 

@@ -12,8 +12,10 @@ from tradehall import __version__
 from tradehall.api import wire
 from tradehall.codes import Code, Reject
 from tradehall.engine import audit as engine_audit
-from tradehall.engine.commands import Deposit, Withdraw
+from tradehall.engine.commands import Deposit, MarginTransfer, Withdraw
 from tradehall.engine.engine import TransferReply
+from tradehall.engine.margin import INSURANCE_ACCOUNT, POOL_ACCOUNT
+from tradehall.engine.markets import LEVEL_SCALE
 from tradehall.engine.spot import FEE_ACCOUNT
 from tradehall.exchange import Exchange
 from tradehall.units import UnitsError, format_units, format_units_trimmed, to_units
@@ -21,6 +23,8 @@ from tradehall.units import UnitsError, format_units, format_units_trimmed, to_u
 DEMO_USER = "demo"
 DEMO_FUNDS = {"BTC": "10", "ETH": "100", "USDT": "1000000"}
 DEMO_DEFAULT_FUNDS = "1000"
+DEMO_POOL = {"BTC": "100", "ETH": "1000", "USDT": "10000000"}
+DEMO_INSURANCE = {"BTC": "1", "ETH": "10", "USDT": "100000"}
 
 
 def create_user(ex: Exchange, name: str | None, ts: int) -> dict[str, Any]:
@@ -54,6 +58,14 @@ def revoke_key(ex: Exchange, api_key: str, ts: int) -> dict[str, Any]:
     return {"apiKey": row.api_key, "userId": row.user_id, "revoked": True}
 
 
+def _name(text: str, what: str = "asset") -> str:
+    """An asset or symbol name, upper-cased: ASCII only (some non-ASCII letters upper-case to
+    ASCII ones, which must not pass for the real name)."""
+    if not text.isascii():
+        raise Reject(Code.BAD_PARAM, f"unknown {what} {text!r}")
+    return text.upper()
+
+
 def _amount(ex: Exchange, asset: str, amount: str) -> int:
     spec = ex.config.markets.assets.get(asset)
     if spec is None:
@@ -71,6 +83,11 @@ def _amount(ex: Exchange, asset: str, amount: str) -> int:
     return units
 
 
+SYSTEM_ACCOUNTS = {"fees": FEE_ACCOUNT, "pool": POOL_ACCOUNT, "insurance": INSURANCE_ACCOUNT}
+"""The exchange's own accounts: trading fees, the margin lending pool, the insurance fund."""
+FUNDABLE = ("pool", "insurance")
+
+
 def transfer(
     ex: Exchange,
     kind: str,
@@ -82,7 +99,31 @@ def transfer(
 ) -> dict[str, Any]:
     """A deposit or withdrawal, idempotent by ``tx_id`` (one is generated when absent)."""
     ex.require_user(user_id)
-    asset = asset.upper()
+    return _external(ex, kind, user_id, asset, amount, tx_id, ts)
+
+
+def fund(
+    ex: Exchange, kind: str, system: str, asset: str, amount: str, tx_id: str | None, ts: int
+) -> dict[str, Any]:
+    """The operator's deposit into (or withdrawal from) the lending pool or insurance fund."""
+    if system not in FUNDABLE:
+        raise Reject(Code.BAD_PARAM, f"account must be one of {', '.join(FUNDABLE)}")
+    result = _external(ex, kind, SYSTEM_ACCOUNTS[system], asset, amount, tx_id, ts)
+    del result["userId"]
+    return {"account": system, **result}
+
+
+def _external(
+    ex: Exchange,
+    kind: str,
+    account: int,
+    asset: str,
+    amount: str,
+    tx_id: str | None,
+    ts: int,
+) -> dict[str, Any]:
+    user_id = account
+    asset = _name(asset)
     units = _amount(ex, asset, amount)
     tx = tx_id if tx_id else f"{kind}-{uuid.uuid4().hex}"
     command = Deposit if kind == "deposit" else Withdraw
@@ -100,8 +141,94 @@ def transfer(
     }
 
 
+def system_balances(ex: Exchange) -> dict[str, Any]:
+    """Balances of the exchange's own accounts."""
+    return {
+        "accounts": [
+            {"account": name, **balances(ex, account)} for name, account in SYSTEM_ACCOUNTS.items()
+        ]
+    }
+
+
+def margin_transfer(
+    ex: Exchange,
+    user_id: int,
+    symbol: str,
+    asset: str,
+    amount: str,
+    source: str,
+    target: str,
+    ts: int,
+) -> dict[str, Any]:
+    """Move funds between a user's spot account and its margin account on ``symbol``."""
+    ex.require_user(user_id)
+    if {source.lower(), target.lower()} != {"spot", "margin"} or not (source + target).isascii():
+        raise Reject(Code.BAD_PARAM, "transfers go from spot to margin or from margin to spot")
+    symbol = _name(symbol, "symbol")
+    if symbol not in ex.config.markets.margin:
+        raise Reject(Code.BAD_SYMBOL, f"margin trading is not offered on {symbol!r}")
+    asset = _name(asset)
+    units = _amount(ex, asset, amount)
+    ex.apply(MarginTransfer(ts, user_id, symbol, asset, units, target.lower() == "margin"))
+    return margin_view(ex, user_id, symbol)
+
+
+def margin_view(ex: Exchange, user_id: int, symbol: str) -> dict[str, Any]:
+    """A margin account: assets, debts, risk ratio and status, liquidation price, settings."""
+    spec = ex.config.markets.margin.get(symbol)
+    if spec is None:
+        raise Reject(Code.BAD_SYMBOL, f"margin trading is not offered on {symbol!r}")
+    pair = ex.config.markets.pairs[symbol]
+    engine = ex.engine
+    account = engine.margin.account_of(user_id, symbol)
+    if account is None:
+        raise Reject(Code.INSUFFICIENT_BALANCE, f"no margin account on {symbol}")
+    assets = []
+    for asset in (pair.base, pair.quote):
+        decimals = ex.config.markets.assets[asset].decimals
+        free, locked = engine.ledger.get(account.id, asset)
+        principal, interest = account.debts.get(asset, (0, 0))
+        assets.append(
+            {
+                "asset": asset,
+                "free": format_units(free, decimals),
+                "locked": format_units(locked, decimals),
+                "borrowed": format_units(principal, decimals),
+                "interest": format_units(interest, decimals),
+            }
+        )
+    price = engine.spot.last_price.get(symbol)
+    ratio = engine.margin.risk(account, price).ratio() if price else None
+    status = "NORMAL"
+    if ratio is not None and ratio * LEVEL_SCALE <= spec.liquidation_level:
+        status = "LIQUIDATION"
+    elif ratio is not None and ratio * LEVEL_SCALE <= spec.warning_level:
+        status = "WARNING"
+    liquidation = engine.margin.liquidation_price(account)
+    return {
+        "userId": user_id,
+        "symbol": symbol,
+        "assets": assets,
+        "riskRatio": None if ratio is None else wire.fraction_text(ratio, 4),
+        "riskStatus": status,
+        # Rounded toward the side that triggers: down for a long, up for a short (base debt).
+        "liquidationPrice": None
+        if liquidation is None
+        else wire.fraction_text(
+            liquidation / 10**pair.price_precision,
+            pair.price_precision,
+            up=pair.base in account.debts,
+        ),
+        "lastPrice": None if price is None else wire.price(pair, price),
+        "maxLeverage": spec.max_leverage,
+        "initialLevel": format_units(spec.initial_level, 4),
+        "warningLevel": format_units(spec.warning_level, 4),
+        "liquidationLevel": format_units(spec.liquidation_level, 4),
+    }
+
+
 def balances(ex: Exchange, user_id: int) -> dict[str, Any]:
-    if user_id != FEE_ACCOUNT:
+    if user_id not in SYSTEM_ACCOUNTS.values():
         ex.require_user(user_id)
     amounts = ex.engine.balances(user_id)
     balances = wire.balances(ex.config.markets.assets, amounts)
@@ -190,6 +317,11 @@ def ensure_demo(ex: Exchange, ts: int) -> dict[str, Any]:
     for asset in ex.config.markets.assets:
         amount = DEMO_FUNDS.get(asset, DEMO_DEFAULT_FUNDS)
         transfer(ex, "deposit", user.id, asset, amount, f"demo-funding-{asset}", ts)
+        if ex.config.markets.margin:  # a demo venue lends: fund the pool and the fund once
+            pool = DEMO_POOL.get(asset, DEMO_DEFAULT_FUNDS)
+            fund(ex, "deposit", "pool", asset, pool, f"demo-pool-{asset}", ts)
+            insured = DEMO_INSURANCE.get(asset, DEMO_DEFAULT_FUNDS)
+            fund(ex, "deposit", "insurance", asset, insured, f"demo-insurance-{asset}", ts)
     key = next(
         (
             k.row

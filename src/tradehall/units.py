@@ -48,12 +48,18 @@ def to_units(value: str | int | Decimal, decimals: int) -> int:
         raise UnitsError("not a finite number")
     sign, digits, exponent = dec.as_tuple()
     assert isinstance(exponent, int)
+    if len(digits) > 80 or exponent > 40:
+        raise UnitsError("number too large")
+    if exponent < -(decimals + len(digits)):
+        # More places than the coefficient has digits: not representable, and refused in O(1)
+        # (a JSON number like 1e-2500000 must not cost a huge power of ten).
+        if any(digits):
+            raise UnitsError(f"more than {decimals} decimal places", precision=True)
+        return 0
     coefficient = 0
     for d in digits:
         coefficient = coefficient * 10 + d
     if exponent >= 0:
-        if exponent > 40:
-            raise UnitsError("number too large")
         units = coefficient * pow10(exponent + decimals)
     else:
         places = -exponent

@@ -487,6 +487,18 @@ def admin_calls(env: Env, checker: Checker) -> None:
     ok(admin.request("GET", ADMIN + "/markets"))
     assert ok(admin.request("GET", ADMIN + "/audit"))["ok"] is True
     ok(admin.request("GET", ADMIN + "/status"))
+    pool = {"account": "pool", "asset": "USDT", "amount": "1000", "txId": "pool-1"}
+    ok(admin.request("POST", ADMIN + "/system/deposit", body=pool))
+    ok(admin.request("POST", ADMIN + "/system/withdraw", body={**pool, "txId": "pool-2"}))
+    ok(admin.request("GET", ADMIN + "/system"))
+    move = {"userId": user["id"], "symbol": "BTCUSDT", "asset": "USDT", "amount": "5"}
+    ok(
+        admin.request(
+            "POST", ADMIN + "/margin/transfer", body={**move, "from": "spot", "to": "margin"}
+        )
+    )
+    view = {"userId": user["id"], "symbol": "BTCUSDT"}
+    ok(admin.request("GET", ADMIN + "/margin/account", params=view))
     bad = admin.request("POST", ADMIN + "/deposit", body={**deposit, "asset": "NOPE"})
     assert bad.status_code == 400 and checker.check(bad)["code"] == -1102
     stranger = env.http.get(ADMIN + "/status", headers={"Authorization": "Bearer wrong"})

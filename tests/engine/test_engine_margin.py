@@ -510,20 +510,17 @@ def test_dry_run_borrows_nothing(rig: Rig) -> None:
     rig.reject(PlaceOrder(rig.ts, account, SYMBOL, BUY, LIMIT, P50K, 100_001, dry_run=True))
 
 
-def test_loan_stays_when_a_post_only_order_is_rejected(rig: Rig) -> None:
+def test_loan_is_returned_when_a_post_only_order_is_rejected(rig: Rig) -> None:
     """The loan is taken when the order is accepted; a POST_ONLY that would take is then
-    rejected by the book, and the account keeps the loan (repayable at once)."""
+    rejected by the book, and the loan goes straight back: nothing is left behind."""
     rig.set_price(P50K)
     account = rig.open_margin(3, "USDT", 1_000 * USDT)
     rig.order(1, SELL, P50K, 100_000)
     result = rig.order(account, BUY, P50K, 40_000, tif=POST_ONLY)
     assert result.reply.status == "REJECTED"
-    assert rig.debts(account) == {"USDT": (100_000_000_000, 0)}
-    assert rig.get(account, "USDT") == (200_000_000_000, 0)
-    assert rig.apply(MarginRepay(rig.ts, 3, SYMBOL, "USDT", 200_000_000_000)).reply == (
-        100_000_000_000
-    )
+    assert of(result.events, DebtChanged)[-1].reason == "loan_return"
     assert rig.debts(account) == {}
+    assert rig.get(account, "USDT") == (100_000_000_000, 0)
     assert rig.get(POOL_ACCOUNT, "USDT") == (POOL["USDT"], 0)
 
 

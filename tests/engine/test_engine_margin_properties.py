@@ -75,7 +75,7 @@ UNIT = 10**8
 MARKET_ACCOUNTS = (1, 2)
 USERS = (3, 4, 5)
 SPOT_FUNDS = {BASE: 20 * UNIT, QUOTE: 2_000_000 * UNIT}
-POOL_REASONS = {"deposit", "withdraw", "loan", "repay", "liquidation", "insurance"}
+POOL_REASONS = {"deposit", "withdraw", "loan", "loan_return", "repay", "liquidation", "insurance"}
 
 
 # --------------------------------------------------------------------------- checks
@@ -220,6 +220,10 @@ class DebtModel:
                         assert new_i == 0, "principal repaid before interest"
                     debt_flows[(reason, event.asset)] += paid
                     self.repays += 1
+                elif reason == "loan_return":
+                    # A loan taken in this command for an order that came to nothing.
+                    assert isinstance(cmd, PlaceOrder) and new_i == old_i and new_p < old_p
+                    debt_flows[("loan_return", event.asset)] += old_p - new_p
                 elif reason in ("insured", "written_off"):
                     assert (new_p, new_i) == (0, 0), event
                     deficits[event.account].append((event.asset, old_p + old_i, reason))

@@ -220,10 +220,12 @@ def test_clean_restart_preserves_everything_observable(
         for name in before:
             assert after[name] == before[name], name
         held = {a["asset"]: a for a in after["audit"]["assets"]}
-        assert held["BTC"]["depositsMinusWithdrawals"] == "20.00000000"  # 10 demo + 5 + 5
-        assert held["ETH"]["depositsMinusWithdrawals"] == "140.00000000"  # 100 + 50 - 10
-        # 1,000,000 demo - 250,000 + 200,000 + 300,000
-        assert held["USDT"]["depositsMinusWithdrawals"] == "1250000.00000000"
+        # --demo also funds the margin lending pool and the insurance fund, once:
+        # BTC 100 + 1, ETH 1,000 + 10, USDT 10,000,000 + 100,000.
+        assert held["BTC"]["depositsMinusWithdrawals"] == "121.00000000"  # + 10 demo + 5 + 5
+        assert held["ETH"]["depositsMinusWithdrawals"] == "1150.00000000"  # + 100 + 50 - 10
+        # + 1,000,000 demo - 250,000 + 200,000 + 300,000
+        assert held["USDT"]["depositsMinusWithdrawals"] == "11350000.00000000"
         audit_passes(data, config_file)
 
         # Transfers stay idempotent across the restart; their ids continue too.

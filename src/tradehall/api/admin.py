@@ -117,6 +117,47 @@ def _transfer(kind: str) -> Callable[[Call], Awaitable[Any]]:
     return run
 
 
+def _fund(kind: str) -> Callable[[Call], Awaitable[Any]]:
+    async def run(call: Call) -> Any:
+        params = call.params
+        account = params.text("account", required=True)
+        asset = params.text("asset", required=True)
+        amount = params.text("amount", required=True)
+        assert account is not None and asset is not None and amount is not None
+        result = ops.fund(
+            call.exchange, kind, account, asset, amount, params.text("txId"), call.now
+        )
+        await call.durable()
+        return result
+
+    return run
+
+
+async def margin_transfer(call: Call) -> Any:
+    params = call.params
+    fields = [
+        params.text(name, required=True) for name in ("symbol", "asset", "amount", "from", "to")
+    ]
+    symbol, asset, amount, source, target = (str(f) for f in fields)
+    result = ops.margin_transfer(
+        call.exchange, _user_id(params), symbol, asset, amount, source, target, call.now
+    )
+    await call.durable()
+    return result
+
+
+async def margin_account(call: Call) -> Any:
+    await call.durable()
+    symbol = call.params.text("symbol", required=True)
+    assert symbol is not None
+    return ops.margin_view(call.exchange, _user_id(call.params), symbol.upper())
+
+
+async def system(call: Call) -> Any:
+    await call.durable()
+    return ops.system_balances(call.exchange)
+
+
 async def balances(call: Call) -> Any:
     await call.durable()
     return ops.balances(call.exchange, _user_id(call.params))
@@ -145,6 +186,11 @@ def routes() -> list[Route]:
         ("POST", "/deposit", _transfer("deposit")),
         ("POST", "/withdraw", _transfer("withdraw")),
         ("GET", "/balances", balances),
+        ("POST", "/system/deposit", _fund("deposit")),
+        ("POST", "/system/withdraw", _fund("withdraw")),
+        ("GET", "/system", system),
+        ("POST", "/margin/transfer", margin_transfer),
+        ("GET", "/margin/account", margin_account),
         ("GET", "/markets", markets),
         ("GET", "/audit", audit),
     ]

@@ -11,10 +11,12 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, margin, openapi, spot
 from tradehall.api.errors import error_response
-from tradehall.api.http import AppState
+from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
@@ -35,6 +37,64 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         return error_response(Code.UNSUPPORTED, f"unknown path {request.url.path}", 404)
     return error_response(Code.UNKNOWN, str(exc.detail), exc.status_code)
+
+
+class App(Starlette):
+    """Starlette, with an exact-path dispatch in front of its router: a request for one of the
+    API's fixed paths with a method that path serves goes straight to its endpoint (the
+    same code Starlette would reach, minus the middleware stack, the routing scan and the
+    Request/Response objects). Everything else (unknown paths, other methods, HEAD,
+    lifespan, a ``root_path``, an app with user middleware) goes through Starlette as usual,
+    so its 404/405 answers and ``app.router.routes`` (the OpenAPI listing) are unchanged."""
+
+    _fast: dict[str, dict[str, Answer | None]] | None = None
+
+    def fast_paths(self) -> dict[str, dict[str, Answer | None]]:
+        """``{path: {method: answer}}`` for the plain routes before the first route with a
+        path parameter, for every method or of another kind, which could match a path out of
+        list order; a route of its own (not an ``endpoint``) keeps its place as None, meaning
+        Starlette."""
+        table: dict[str, dict[str, Answer | None]] = {}
+        if self.user_middleware:
+            return table
+        for route in self.router.routes:
+            if type(route) is not Route or "{" in route.path or route.methods is None:
+                break
+            answer = answer_of(route.endpoint)
+            for method in route.methods or ():
+                if method != "HEAD":
+                    # The first route for a path and method wins, as in Starlette's scan.
+                    table.setdefault(route.path, {}).setdefault(method, answer)
+        return table
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope.get("root_path"):
+            fast = self._fast
+            if fast is None:
+                fast = self._fast = self.fast_paths()
+            methods = fast.get(scope["path"])
+            if methods is not None:
+                answer = methods.get(scope["method"])
+                if answer is not None:
+                    scope["app"] = self
+                    out = await answer(self.state.tradehall, scope, receive)
+                    if type(out) is bytes:  # what Response(out, media_type=JSON) would send
+                        await send(
+                            {
+                                "type": "http.response.start",
+                                "status": 200,
+                                "headers": [
+                                    (b"content-length", str(len(out)).encode()),
+                                    JSON_CONTENT_TYPE,
+                                ],
+                            }
+                        )
+                        await send({"type": "http.response.body", "body": out})
+                    else:
+                        assert isinstance(out, Response)
+                        await out(scope, receive, send)
+                    return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -74,7 +134,7 @@ def create_app(
             committer.close()
             state.reader.shutdown(wait=True)
 
-    app = Starlette(
+    app = App(
         routes=spot.routes() + margin.routes() + admin.routes(),
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,

@@ -7,7 +7,7 @@ formed and inside the window, signature valid, caller's IP allowed, permission s
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from tradehall.api.errors import ApiError
 from tradehall.client.signing import request_path_for_signing, signature_payload, verify
@@ -21,7 +21,9 @@ MAX_AHEAD_MS = 1000
 
 def authenticate(
     *,
-    headers: Mapping[str, str],
+    api_key: str | None,
+    ts_text: str | None,
+    signature: str | None,
     method: str,
     path: str,
     raw_query: str,
@@ -32,13 +34,12 @@ def authenticate(
     client_ip: str | None,
     trade: bool,
 ) -> ApiKey:
-    api_key = headers.get("x-ch-apikey")
+    """``api_key``, ``ts_text`` and ``signature`` are the X-CH-APIKEY, X-CH-TS and X-CH-SIGN
+    headers (latin-1 text, None when absent)."""
     if not api_key:
         raise ApiError(Code.APIKEY_MISSING, "X-CH-APIKEY header is missing")
-    ts_text = headers.get("x-ch-ts")
     if not ts_text:
         raise ApiError(Code.TS_MISSING, "X-CH-TS header is missing")
-    signature = headers.get("x-ch-sign")
     if not signature:
         raise ApiError(Code.SIGN_MISSING, "X-CH-SIGN header is missing")
     key = find_key(api_key)

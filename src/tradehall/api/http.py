@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -14,8 +15,9 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope
 
 from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_RECV_WINDOW, authenticate
 from tradehall.api.errors import ApiError, error_response
@@ -48,6 +50,9 @@ class AppState:
     reader: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tradehall-reader")
     )
+    views: dict[Any, tuple[Any, bytes]] = field(default_factory=dict)
+    """Rendered answers kept while what they show is unchanged (``spot.depth``), by key:
+    (validity stamp, encoded bytes)."""
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""
@@ -60,9 +65,18 @@ class Call:
     params: Params
     now: int
     key: ApiKey | None
-    request: Request
+    scope: Scope
+    receive: Receive
     account_id: int | None = None
     """The ledger account the call acts on, when not the key owner's spot account (margin)."""
+    _request: Request | None = None
+
+    @property
+    def request(self) -> Request:
+        """The Starlette view of the request (built on first use; the body is already read)."""
+        if self._request is None:
+            self._request = Request(self.scope, self.receive)
+        return self._request
 
     @property
     def exchange(self) -> Exchange:
@@ -80,31 +94,54 @@ class Call:
         assert self.key is not None
         return self.key.user_id
 
-    async def durable(self) -> None:
-        await self.state.committer.durable()
+    def durable(self) -> Awaitable[None]:
+        return self.state.committer.durable()
 
 
 Handler = Callable[[Call], Awaitable[Any]]
+Answer = Callable[[AppState, Scope, Receive], Awaitable["bytes | Response"]]
+"""An endpoint's work on one request: the JSON body of a 200 answer, or an error Response."""
+
+JSON = "application/json"
+JSON_CONTENT_TYPE = (b"content-type", b"application/json")
+_encode = msgspec.json.encode
 
 
 def json_response(content: Any, status: int = 200) -> Response:
-    return Response(msgspec.json.encode(content), status_code=status, media_type="application/json")
+    return Response(_encode(content), status_code=status, media_type=JSON)
 
 
-async def read_body(request: Request) -> bytes:
-    """The body, refused once it exceeds MAX_BODY_BYTES (without reading the rest)."""
-    too_large = ApiError(Code.BAD_PARAM, f"request body is larger than {MAX_BODY_BYTES} bytes")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise too_large
+def _too_large() -> ApiError:
+    return ApiError(Code.BAD_PARAM, f"request body is larger than {MAX_BODY_BYTES} bytes")
+
+
+async def read_body(receive: Receive, declared: bytes | None) -> bytes:
+    """The body, refused once it exceeds MAX_BODY_BYTES (without reading the rest);
+    ``declared`` is the Content-Length header, if sent."""
+    if declared is not None:
+        text = declared.decode("latin-1")
+        if text.isascii() and text.isdigit() and int(text) > MAX_BODY_BYTES:
+            raise _too_large()
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        body: bytes = message.get("body", b"")  # the usual case: one message
+        if len(body) > MAX_BODY_BYTES:
+            raise _too_large()
+        return body
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
+    while True:
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise _too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        message = await receive()
 
 
 class _DuplicateKey(Exception):
@@ -124,36 +161,58 @@ def has_duplicate_keys(body: bytes) -> bool:
         json.loads(body, object_pairs_hook=_unique_pairs)
     except _DuplicateKey:
         return True
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return False
 
 
-async def read_params(request: Request) -> tuple[Params, bytes]:
-    if request.method == "POST":
-        content_type = request.headers.get("content-type", "")
-        if "application/json" not in content_type.lower():
-            raise ApiError(Code.CONTENT_TYPE, "Content-Type must be application/json")
-        body = await read_body(request)
-        if not body.strip():
-            return Params({}), body
-        try:
-            data = _decoder.decode(body)
-        except msgspec.DecodeError:
-            raise ApiError(Code.BAD_PARAM, "request body is not valid JSON") from None
-        if not isinstance(data, dict):
-            raise ApiError(Code.BAD_PARAM, "request body must be a JSON object")
-        # Every key is followed by a colon, so when colons and keys are as many, no key can
-        # repeat; otherwise (nested objects, colons in strings) check exactly, off the fast path.
-        if body.count(b":") != len(data) and has_duplicate_keys(body):
-            raise ApiError(Code.TOO_MANY_PARAMS, "a parameter was sent more than once")
-        return Params(data), body
-    raw_query = request.scope.get("query_string", b"").decode("latin-1")
-    pairs = parse_qsl(raw_query, keep_blank_values=True)
+def parse_body(body: bytes) -> Params:
+    if not body.strip():
+        return Params({})
+    try:
+        data = _decoder.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        # Not JSON, not UTF-8, or nested too deep to be a request.
+        raise ApiError(Code.BAD_PARAM, "request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(Code.BAD_PARAM, "request body must be a JSON object")
+    # Every key is followed by a colon, so when colons and keys are as many, no key can
+    # repeat; otherwise (nested objects, colons in strings) check exactly, off the fast path.
+    if body.count(b":") != len(data) and has_duplicate_keys(body):
+        raise ApiError(Code.TOO_MANY_PARAMS, "a parameter was sent more than once")
+    return Params(data)
+
+
+_NO_PARAMS = Params({})
+
+
+def parse_query(raw_query: str) -> Params:
+    if not raw_query:
+        return _NO_PARAMS
+    if "%" in raw_query or "+" in raw_query:
+        pairs = parse_qsl(raw_query, keep_blank_values=True)
+    else:  # nothing to unquote: what parse_qsl does, minus its generality
+        pairs = [(n, v) for n, _, v in (f.partition("=") for f in raw_query.split("&") if f)]
     query = dict(pairs)
     if len(query) != len(pairs):
         raise ApiError(Code.TOO_MANY_PARAMS, "a parameter was sent more than once")
-    return Params(query), b""
+    return Params(query)
+
+
+def header_map(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers by (as sent, lower-case) name; the first of repeated ones wins,
+    as with Starlette's ``Headers``."""
+    raw = scope["headers"]
+    return dict(reversed(raw if type(raw) is list else list(raw)))
+
+
+_ANSWERS: weakref.WeakKeyDictionary[Callable[..., Any], Answer] = weakref.WeakKeyDictionary()
+
+
+def answer_of(route_endpoint: Callable[..., Any]) -> Answer | None:
+    """The raw-ASGI form of an ``endpoint()`` (None for anything else), for the app's exact
+    path dispatch in front of Starlette's router."""
+    return _ANSWERS.get(route_endpoint)
 
 
 def endpoint(
@@ -167,11 +226,15 @@ def endpoint(
 ) -> Callable[[Request], Awaitable[Response]]:
     """Wrap a handler. ``name`` ("METHOD /path") selects its rate limit; ``limited=False``
     exempts it (the admin API). After a failed commit every endpoint answers 503 / -1001
-    (memory may hold what the store lost), except those marked ``when_failed``."""
+    (memory may hold what the store lost), except those marked ``when_failed``.
 
-    async def run(request: Request) -> Response:
-        state: AppState = request.app.state.tradehall
-        ip = request.client.host if request.client else "unknown"
+    The request is read straight from the ASGI scope (headers once, into a dict). The app
+    calls the raw form (``answer_of``) for its fixed paths; Starlette calls the returned
+    function for anything it routes itself."""
+
+    async def answer(state: AppState, scope: Scope, receive: Receive) -> bytes | Response:
+        client = scope.get("client")
+        ip = client[0] if client else "unknown"
         limiter = state.limiter if limited else None
         try:
             if limiter is not None:
@@ -180,7 +243,22 @@ def endpoint(
                     await limiter.admit_public(ip)
             if not when_failed:
                 state.exchange.check_writable()
-            params, body = await read_params(request)
+            method = scope["method"]
+            headers = header_map(scope)
+            if method == "POST":
+                # Checked before the body is read. ASCII lower-casing finds the same ASCII
+                # text as str.lower() of the latin-1 decoding would.
+                content_type = headers.get(b"content-type", b"")
+                if b"application/json" not in content_type.lower():
+                    raise ApiError(Code.CONTENT_TYPE, "Content-Type must be application/json")
+                body = await read_body(receive, headers.get(b"content-length"))
+                params = parse_body(body)
+                raw_query = ""
+            else:
+                body = b""
+                query = scope.get("query_string", b"")
+                raw_query = query.decode("latin-1") if query else ""
+                params = parse_query(raw_query)
             now = state.clock()
             key = None
             if signed:
@@ -188,28 +266,37 @@ def endpoint(
                     "recvWindow", default=DEFAULT_RECV_WINDOW, minimum=1, maximum=MAX_RECV_WINDOW
                 )
                 assert window is not None
+                if method == "POST":
+                    query = scope.get("query_string", b"")
+                    raw_query = query.decode("latin-1") if query else ""
+                api_key = headers.get(b"x-ch-apikey")
+                ts = headers.get(b"x-ch-ts")
+                signature = headers.get(b"x-ch-sign")
                 key = authenticate(
-                    headers=request.headers,
-                    method=request.method,
-                    path=request.scope["path"],
-                    raw_query=request.scope.get("query_string", b"").decode("latin-1"),
+                    api_key=api_key.decode("latin-1") if api_key is not None else None,
+                    ts_text=ts.decode("latin-1") if ts is not None else None,
+                    signature=signature.decode("latin-1") if signature is not None else None,
+                    method=method,
+                    path=scope["path"],
+                    raw_query=raw_query,
                     body=body,
                     now_ms=now,
                     recv_window=window,
                     find_key=state.exchange.keys.get,
-                    client_ip=request.client.host if request.client else None,
+                    client_ip=client[0] if client else None,
                     trade=trade,
                 )
+                assert ts is not None and signature is not None  # authenticate checked them
                 if limiter is not None:
                     await limiter.admit_key(name, key.row.api_key, ip)
                 await check_replay(
                     state.replay,
-                    request.headers["x-ch-sign"],
-                    int(request.headers["x-ch-ts"]),
+                    signature.decode("latin-1"),
+                    int(ts.decode("latin-1")),
                     window,
                     now,
                 )
-            return json_response(await handler(Call(state, params, now, key, request)))
+            return _encode(await handler(Call(state, params, now, key, scope, receive)))
         except ApiError as exc:
             return error_response(exc.code, exc.msg, exc.status, exc.headers)
         except Reject as exc:
@@ -221,7 +308,15 @@ def endpoint(
                 503,
             )
         except Exception:
-            log.exception("unexpected error in %s %s", request.method, request.url.path)
+            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
             return error_response(Code.UNKNOWN, "unknown error", 500)
 
+    async def run(request: Request) -> Response:
+        out = await answer(request.app.state.tradehall, request.scope, request.receive)
+        if type(out) is bytes:
+            return Response(out, media_type=JSON)
+        assert isinstance(out, Response)
+        return out
+
+    _ANSWERS[run] = answer
     return run

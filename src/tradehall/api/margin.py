@@ -5,19 +5,18 @@ caller's isolated margin account of the pair), and tradehall's extensions under
 from __future__ import annotations
 
 import dataclasses
-from decimal import ROUND_DOWN, Decimal
-from fractions import Fraction
 from typing import Any
 
 from starlette.routing import Route
 
-from tradehall.api import spot, wire
+from tradehall import operations as ops
+from tradehall.api import spot
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, Handler, endpoint
 from tradehall.codes import Code
 from tradehall.engine.commands import MarginRepay, MarginTransfer
 from tradehall.engine.margin import MarginAccount
-from tradehall.engine.markets import LEVEL_SCALE, PairSpec
+from tradehall.engine.markets import PairSpec
 from tradehall.units import format_units
 
 PREFIX = spot.PREFIX + "/margin"
@@ -63,6 +62,8 @@ def on_margin_account(handler: Handler, without: Handler) -> Handler:
 def _amount(call: Call, pair: PairSpec) -> tuple[str, int]:
     asset = call.params.text("asset", required=True)
     assert asset is not None
+    if not asset.isascii():
+        raise ApiError(Code.BAD_PARAM, f"{asset!r} is not an asset of {pair.symbol}")
     asset = asset.upper()
     if asset not in (pair.base, pair.quote):
         raise ApiError(Code.BAD_PARAM, f"{asset} is not an asset of {pair.symbol}")
@@ -106,61 +107,8 @@ async def account(call: Call) -> Any:
     return account_view(call, pair, found)
 
 
-def _level(value: int) -> str:
-    return format_units(value, 4)
-
-
 def account_view(call: Call, pair: PairSpec, account: MarginAccount) -> dict[str, Any]:
-    """Assets, debts, risk ratio and liquidation price of a margin account."""
-    engine = call.exchange.engine
-    spec = call.exchange.config.markets.margin[pair.symbol]
-    assets = []
-    for asset, decimals in ((pair.base, pair.base_decimals), (pair.quote, pair.quote_decimals)):
-        free, locked = engine.ledger.get(account.id, asset)
-        principal, interest = account.debts.get(asset, (0, 0))
-        assets.append(
-            {
-                "asset": asset,
-                "free": format_units(free, decimals),
-                "locked": format_units(locked, decimals),
-                "borrowed": format_units(principal, decimals),
-                "interest": format_units(interest, decimals),
-            }
-        )
-    price = engine.spot.last_price.get(pair.symbol)
-    ratio = engine.margin.risk(account, price).ratio() if price else None
-    status = "NORMAL"
-    if ratio is not None:
-        if ratio * LEVEL_SCALE <= spec.liquidation_level:
-            status = "LIQUIDATION"
-        elif ratio * LEVEL_SCALE <= spec.warning_level:
-            status = "WARNING"
-    liquidation = engine.margin.liquidation_price(account)
-    return {
-        "symbol": pair.symbol,
-        "assets": assets,
-        "riskRatio": None if ratio is None else _ratio_text(ratio),
-        "riskStatus": status,
-        "liquidationPrice": None
-        if liquidation is None
-        else _fraction_text(liquidation / 10**pair.price_precision, pair.price_precision),
-        "lastPrice": None if price is None else wire.price(pair, price),
-        "maxLeverage": spec.max_leverage,
-        "initialLevel": _level(spec.initial_level),
-        "warningLevel": _level(spec.warning_level),
-        "liquidationLevel": _level(spec.liquidation_level),
-    }
-
-
-def _ratio_text(ratio: Fraction) -> str:
-    return _fraction_text(ratio, 4)
-
-
-def _fraction_text(value: Fraction, places: int) -> str:
-    """A fraction as plain decimal text, rounded down to ``places``."""
-    quantum = Decimal(1).scaleb(-places)
-    exact = Decimal(value.numerator) / Decimal(value.denominator)
-    return f"{exact.quantize(quantum, rounding=ROUND_DOWN):f}"
+    return ops.margin_view(call.exchange, account.user, pair.symbol)
 
 
 def routes() -> list[Route]:

@@ -254,6 +254,31 @@ class BalancesQuery(RequestSchema, frozen=True):
     user_id: UserIdParam
 
 
+class FundRequest(RequestSchema, frozen=True):
+    """Idempotent by ``txId`` (generated when absent)."""
+
+    account: Literal["pool", "insurance"]
+    asset: Annotated[str, Meta(min_length=1, examples=["USDT"])]
+    amount: Amount
+    tx_id: str | UnsetType = UNSET
+
+
+class AdminMarginTransferRequest(RequestSchema, frozen=True):
+    user_id: UserIdBody
+    symbol: SymbolParam
+    asset: Annotated[str, Meta(min_length=1, description="The pair's base or quote asset.")]
+    amount: Amount
+    from_: Annotated[Literal["spot", "margin"], Meta(description="spot or margin")] = msgspec.field(
+        name="from"
+    )
+    to: Literal["spot", "margin"]
+
+
+class AdminMarginQuery(RequestSchema, frozen=True):
+    user_id: UserIdParam
+    symbol: SymbolParam
+
+
 # ------------------------------------------------------------------------- operations
 
 Auth = Literal["NONE", "READ", "TRADE", "ADMIN"]
@@ -445,6 +470,35 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", f"{_A}/balances"): _admin(
         "adminBalances", "A user's balances", wire.AdminBalances, query=BalancesQuery
+    ),
+    ("POST", f"{_A}/system/deposit"): _admin(
+        "adminFundDeposit",
+        "Fund the lending pool or insurance fund",
+        wire.AdminFund,
+        body=FundRequest,
+    ),
+    ("POST", f"{_A}/system/withdraw"): _admin(
+        "adminFundWithdraw",
+        "Take funds out of the lending pool or insurance fund",
+        wire.AdminFund,
+        body=FundRequest,
+    ),
+    ("GET", f"{_A}/system"): _admin(
+        "adminSystem",
+        "Balances of the fee account, lending pool and insurance fund",
+        wire.AdminSystem,
+    ),
+    ("POST", f"{_A}/margin/transfer"): _admin(
+        "adminMarginTransfer",
+        "Move a user's funds between spot and margin",
+        wire.MarginAccountView,
+        body=AdminMarginTransferRequest,
+    ),
+    ("GET", f"{_A}/margin/account"): _admin(
+        "adminMarginAccount",
+        "A user's margin account on a pair",
+        wire.MarginAccountView,
+        query=AdminMarginQuery,
     ),
     ("GET", f"{_A}/markets"): _admin("adminMarkets", "Assets and pairs", wire.AdminMarkets),
     ("GET", f"{_A}/audit"): _admin("adminAudit", "Check every invariant", wire.AdminAudit),

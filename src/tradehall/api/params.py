@@ -14,11 +14,14 @@ from typing import Any
 
 from tradehall.api.errors import ApiError
 from tradehall.codes import Code
-from tradehall.units import UnitsError, to_units
+from tradehall.units import UnitsError, pow10, to_units
 
 _SYMBOL = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _INTEGER = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
+_SIMPLE_DECIMAL = re.compile(r"([0-9]{1,20})(?:\.([0-9]{1,20}))?", re.ASCII)
+"""Plain decimal text that ``to_units`` takes as it is (the usual prices and amounts): read
+without going through Decimal."""
 
 
 class Params:
@@ -53,6 +56,9 @@ class Params:
         return str(value)
 
     def symbol(self, name: str = "symbol", *, required: bool = True) -> str | None:
+        value = self.data.get(name)
+        if isinstance(value, str) and _SYMBOL.fullmatch(value):  # the usual case, at once
+            return value.upper()
         value = self.text(name, required=required)
         if value is None:
             return None
@@ -63,10 +69,14 @@ class Params:
     def choice(
         self, name: str, allowed: Iterable[str], code: Code, *, required: bool = True
     ) -> str | None:
+        value = self.data.get(name)
+        if isinstance(value, str) and value.isascii() and (upper := value.upper()) in allowed:
+            return upper  # the usual case, at once
         value = self.text(name, required=required)
         if value is None:
             return None
-        upper = value.upper()
+        # ASCII only: some letters (long s U+017F, dotless i U+0131) upper-case to ASCII.
+        upper = value.upper() if value.isascii() else ""
         if upper not in allowed:
             raise ApiError(code, f"invalid {name} {value!r}; expected one of {', '.join(allowed)}")
         return upper
@@ -83,6 +93,17 @@ class Params:
 
     def units(self, name: str, decimals: int, *, required: bool = True) -> int | None:
         """A positive decimal with at most ``decimals`` places, as integer units."""
+        value = self.data.get(name)
+        if type(value) is str and (match := _SIMPLE_DECIMAL.fullmatch(value)) is not None:
+            whole, fraction = match.groups()
+            if fraction is None:
+                units = int(whole) * pow10(decimals)
+            elif len(fraction) <= decimals:
+                units = int(whole + fraction) * pow10(decimals - len(fraction))
+            else:
+                units = -1  # more places than allowed: to_units tells which error
+            if units > 0:
+                return units
         value = self.raw(name)
         if value is None:
             if required:
@@ -157,7 +178,10 @@ def parse_int(value: Any) -> int | None:
     if isinstance(value, str):
         integral = _INTEGER.fullmatch(value) is not None
     elif isinstance(value, Decimal):
-        integral = value.is_finite() and value == value.to_integral_value()
+        # adjusted() first: int() of a number like 1e999999 would take seconds.
+        integral = (
+            value.is_finite() and value.adjusted() < 20 and value == value.to_integral_value()
+        )
     else:
         integral = isinstance(value, int)
     if not integral:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from starlette.routing import Route
 
 from tradehall.api import wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, endpoint
-from tradehall.api.params import Params
+from tradehall.api.params import Params, parse_int
 from tradehall.codes import Code, Reject
 from tradehall.engine.commands import CancelBatch, CancelOrder, PlaceBatch, PlaceOrder
 from tradehall.engine.engine import BatchCancelReply
@@ -46,11 +47,28 @@ async def symbols(call: Call) -> Any:
     return wire.symbols(call.exchange.config.markets.pairs.values())
 
 
+_DEPTH_HEAD = b'{"time":'
+
+
 async def depth(call: Call) -> Any:
+    """Formatting a hundred levels a side is most of the work, and the book changes far less
+    often than it is read: the levels are rendered once per (symbol, limit) and book version
+    (``Exchange.book_versions``) and only the time, the server's now, is spliced in."""
     pair = pair_of(call)
     limit = call.params.limit(100, 100)
-    book = call.exchange.engine.spot.books[pair.symbol]
-    return wire.depth(pair, call.now, book.bids.depth(limit), book.asks.depth(limit))
+    exchange = call.exchange
+    book = exchange.engine.spot.books[pair.symbol]
+    stamp = (exchange.book_versions.get(pair.symbol), len(book.orders), exchange.engine)
+    views = call.state.views
+    view_key = ("depth", pair.symbol, limit)
+    cached = views.get(view_key)
+    if cached is None or cached[0] != stamp:
+        full = msgspec.json.encode(
+            wire.depth(pair, 0, book.bids.depth(limit), book.asks.depth(limit))
+        )
+        assert full.startswith(_DEPTH_HEAD + b"0,")
+        cached = views[view_key] = (stamp, full[len(_DEPTH_HEAD) + 1 :])
+    return msgspec.Raw(_DEPTH_HEAD + str(call.now).encode() + cached[1])
 
 
 async def ticker(call: Call) -> Any:
@@ -205,8 +223,8 @@ async def batch_cancel(call: Call) -> Any:
     pair = pair_of(call)
     ids = []
     for index, value in enumerate(call.params.list("orderIds", MAX_BATCH)):
-        order_id = Params({"id": value}).order_id("id", required=True)
-        if order_id is None:
+        order_id = parse_int(value) if value is not None else None
+        if order_id is None or order_id <= 0:
             raise ApiError(Code.BAD_PARAM, f"orderIds[{index}] must be a positive integer id")
         ids.append(order_id)
     reply: BatchCancelReply = call.exchange.apply(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from decimal import ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
 from typing import Annotated, Any, Literal, cast
 
 import msgspec
@@ -254,6 +255,7 @@ class MarginAsset(Wire, frozen=True):
 class MarginAccountView(Wire, frozen=True):
     """Extension: a margin account of one pair, with its debts and risk."""
 
+    user_id: Id
     symbol: Symbol
     assets: list[MarginAsset]
     risk_ratio: DecimalText | None
@@ -271,6 +273,7 @@ class MarginRepaid(Wire, frozen=True):
 
     asset: str
     repaid: DecimalText
+    user_id: Id
     symbol: Symbol
     assets: list[MarginAsset]
     risk_ratio: DecimalText | None
@@ -328,6 +331,31 @@ class AdminTransfer(Wire, frozen=True):
 class AdminBalances(Wire, frozen=True):
     user_id: Id
     balances: list[Balance]
+
+
+class AdminFund(Wire, frozen=True):
+    """A deposit into or withdrawal from the lending pool or the insurance fund."""
+
+    account: Literal["pool", "insurance"]
+    transfer_id: Id
+    tx_id: str
+    asset: str
+    amount: DecimalText
+    duplicate: bool
+    free: DecimalText
+    locked: DecimalText
+
+
+class AdminSystemAccount(Wire, frozen=True):
+    account: Literal["fees", "pool", "insurance"]
+    user_id: Annotated[int, Meta(description="The system account's id (0, -2, -1).")]
+    balances: list[Balance]
+
+
+class AdminSystem(Wire, frozen=True):
+    """The exchange's own accounts: trading fees, margin lending pool, insurance fund."""
+
+    accounts: list[AdminSystemAccount]
 
 
 class AdminAsset(Wire, frozen=True):
@@ -554,3 +582,10 @@ def account(assets: dict[str, AssetSpec], amounts: dict[str, tuple[int, int]]) -
 def to_builtins(value: Any) -> Any:
     """Plain dicts and lists (for callers that need them, e.g. the CLI's offline output)."""
     return msgspec.to_builtins(value)
+
+
+def fraction_text(value: Fraction, places: int, *, up: bool = False) -> str:
+    """A fraction as plain decimal text at ``places``, rounded down (or up)."""
+    quantum = Fraction(1, 10**places)
+    steps = -(-value // quantum) if up else value // quantum
+    return format_units(int(steps), places)

@@ -106,6 +106,35 @@ class AdminClient:
         body = {"userId": user_id, "asset": asset, "amount": amount, "txId": tx_id}
         return self._post("/withdraw", body)
 
+    def fund(
+        self,
+        account: str,
+        asset: str,
+        amount: str | Decimal,
+        tx_id: str | None = None,
+        *,
+        withdraw: bool = False,
+    ) -> Any:
+        """Deposit into (or withdraw from) the lending ``pool`` or the ``insurance`` fund."""
+        path = "/system/withdraw" if withdraw else "/system/deposit"
+        body = {"account": account, "asset": asset, "amount": amount, "txId": tx_id}
+        return self._post(path, body)
+
+    def system(self) -> Any:
+        """GET /admin/v1/system: balances of the fee account, lending pool and insurance fund."""
+        return self._get("/system")
+
+    def margin_transfer(
+        self, user_id: int, symbol: str, asset: str, amount: str | Decimal, source: str, target: str
+    ) -> Any:
+        """POST /admin/v1/margin/transfer: between a user's spot and margin accounts."""
+        body = {"userId": user_id, "symbol": symbol, "asset": asset, "amount": amount}
+        return self._post("/margin/transfer", {**body, "from": source, "to": target})
+
+    def margin_account(self, user_id: int, symbol: str) -> Any:
+        """GET /admin/v1/margin/account."""
+        return self._get("/margin/account", {"userId": user_id, "symbol": symbol})
+
     def balances(self, user_id: int) -> Any:
         """GET /admin/v1/balances?userId=."""
         return self._get("/balances", {"userId": user_id})

@@ -27,7 +27,7 @@ from tradehall.engine.events import Event, TradeExecuted, TransferDone
 from tradehall.engine.ledger import Ledger
 from tradehall.engine.margin import MARGIN_ACCOUNT_BASE, Margin, MarginAccount
 from tradehall.engine.markets import MarketsSpec
-from tradehall.engine.orders import Order, OrderState
+from tradehall.engine.orders import CANCELED, REJECTED, Order, OrderState
 from tradehall.engine.spot import FEE_ACCOUNT, SpotMarkets
 
 
@@ -109,18 +109,34 @@ class Engine:
     def _place(self, cmd: PlaceOrder) -> OrderState | None:
         pair, hold = self.spot.validate(cmd)
         asset, amount = hold
-        shortfall = amount - self.ledger.free(cmd.account, asset)
-        margin_account = self._margin_account(cmd.account, pair.symbol)
-        if shortfall > 0:
-            if margin_account is None:
+        balance = self.ledger.balances.get((cmd.account, asset))
+        shortfall = amount - (balance[0] if balance is not None else 0)
+        if cmd.account < MARGIN_ACCOUNT_BASE:  # the spot fast path: no margin bookkeeping
+            if shortfall > 0:
                 raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {asset} balance")
+            if cmd.dry_run:
+                return None
+            if not self.margin.accounts:
+                return self.spot.place(cmd, pair, hold)
+            start = len(self.spot.events)
+            state = self.spot.place(cmd, pair, hold)
+            self._after_trades(start, cmd.ts)
+            self._retry_waiting(pair.symbol, cmd.ts)
+            return state
+        margin_account = self._margin_account(cmd.account, pair.symbol)
+        assert margin_account is not None
+        if shortfall > 0:
             self.margin.check_borrow(margin_account, asset, shortfall)  # auto-borrow
         if cmd.dry_run:
             return None
-        if shortfall > 0 and margin_account is not None:
+        if shortfall > 0:
             self.margin.borrow(margin_account, asset, shortfall, self.spot.next_order_id)
         start = len(self.spot.events)
         state = self.spot.place(cmd, pair, hold)
+        if shortfall > 0 and state.filled == 0 and state.status in (CANCELED, REJECTED):
+            # Nothing executed and nothing rests (FOK, POST_ONLY, IOC or MARKET that found
+            # nothing): the loan taken for it is returned at once, as if never taken.
+            self.margin.return_loan(margin_account, asset, shortfall, state.id)
         self._after_trades(start, cmd.ts)
         self._retry_waiting(pair.symbol, cmd.ts)
         return state
@@ -231,8 +247,8 @@ class Engine:
             raise Reject(Code.BAD_PARAM, "amount must be positive")
         if not cmd.tx_id or len(cmd.tx_id) > 128:
             raise Reject(Code.BAD_PARAM, "txId must be 1 to 128 characters")
-        if cmd.account == FEE_ACCOUNT:
-            raise Reject(Code.BAD_PARAM, "the fee account takes no transfers")
+        if cmd.account == FEE_ACCOUNT or cmd.account >= MARGIN_ACCOUNT_BASE:
+            raise Reject(Code.BAD_PARAM, "this account takes no transfers from outside")
 
     def _deposit(self, cmd: Deposit) -> TransferReply:
         self._check_transfer(cmd)

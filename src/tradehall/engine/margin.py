@@ -204,6 +204,17 @@ class Margin:
         debt[0] += amount
         self.events.append(DebtChanged(account.id, asset, debt[0], debt[1], "borrow", ref))
 
+    def return_loan(self, account: MarginAccount, asset: str, amount: int, ref: int) -> None:
+        """Give back, principal only, a loan taken in this same command for an order that
+        came to nothing."""
+        debt = account.debts[asset]
+        debt[0] -= amount
+        self.ledger.change(account.id, asset, -amount, 0, "loan_return", ref)
+        self.ledger.change(POOL_ACCOUNT, asset, amount, 0, "loan_return", ref)
+        self.events.append(DebtChanged(account.id, asset, debt[0], debt[1], "loan_return", ref))
+        if debt == [0, 0]:
+            del account.debts[asset]
+
     def repay(self, account: MarginAccount, asset: str, amount: int, reason: str, ref: int) -> int:
         """Repay up to ``amount`` of the debt in ``asset`` from free balance, interest first.
         Returns what was repaid."""

@@ -118,22 +118,7 @@ def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[R
         ),
         (UPSERT_ORDER, [order_row(o) for o in batch.orders.values()]),
         (INSERT_TRADE, [trade_row(t) for t in batch.trades]),
-        (
-            INSERT_LEDGER,
-            [
-                (
-                    first_ledger_id + i,
-                    e.account,
-                    e.asset,
-                    e.d_free,
-                    e.d_locked,
-                    e.reason,
-                    e.ref,
-                    e.time,
-                )
-                for i, e in enumerate(batch.ledger)
-            ],
-        ),
+        (INSERT_LEDGER, [(first_ledger_id + i, *e) for i, e in enumerate(batch.ledger)]),
         (UPSERT_BALANCE, [(a, asset, f, lk) for (a, asset), (f, lk) in batch.balances.items()]),
         (
             UPSERT_BAR,
@@ -266,6 +251,14 @@ class SQLStore(Generic[C]):
                 for text, rows in batch_rows(batch, first_ledger_id):
                     self._executemany(conn, self._sql(text), rows)
             self._next_ledger_id = first_ledger_id + len(batch.ledger)
+
+    checkpoints: ClassVar[bool] = False
+    """Whether ``checkpoint`` does anything (SQLite's write-ahead log); the group committer
+    then calls it now and then, off the commit path."""
+
+    def checkpoint(self) -> None:
+        """Copy committed pages from a write-ahead log into the database file without
+        blocking commits (SQLite); nothing for other backends."""
 
     # ------------------------------------------------------------- recovery
 

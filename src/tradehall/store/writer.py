@@ -9,10 +9,18 @@ requests and durability (one fsync per commit) costs little per request.
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from tradehall.exchange import Exchange
 from tradehall.store.base import StoreError
+
+log = logging.getLogger("tradehall.store")
+
+CHECKPOINT_EVERY = 8
+"""Commits between two checkpoints of a store that has them (SQLite's WAL), each run on its
+own thread so that no commit (and no request waiting for one) pays for it."""
 
 
 class GroupCommitter:
@@ -25,6 +33,14 @@ class GroupCommitter:
         self._running = False
         self._task: asyncio.Task[None] | None = None
         self.commits = 0
+        self._checkpoint_fn: Callable[[], None] | None = (
+            getattr(exchange.store, "checkpoint", None)
+            if getattr(exchange.store, "checkpoints", False)
+            else None
+        )
+        self._checkpointer: ThreadPoolExecutor | None = None
+        self._checkpoint: Future[None] | None = None
+        self._last_checkpoint = 0
 
     def durable(self) -> asyncio.Future[None]:
         """A future that resolves once everything applied so far is committed (or fails with
@@ -68,8 +84,21 @@ class GroupCommitter:
                     return
                 self.commits += 1
                 future.set_result(None)
+                if self.commits - self._last_checkpoint >= CHECKPOINT_EVERY:
+                    self._start_checkpoint()
         finally:
             self._running = False
+
+    def _start_checkpoint(self) -> None:
+        if self._checkpoint_fn is None:
+            return
+        if self._checkpoint is not None and not self._checkpoint.done():
+            return  # the previous one is still copying
+        if self._checkpointer is None:
+            self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix="tradehall-checkpoint")
+        self._last_checkpoint = self.commits
+        self._checkpoint = self._checkpointer.submit(self._checkpoint_fn)
+        self._checkpoint.add_done_callback(_log_failure)
 
     async def flush(self) -> None:
         """Commit everything staged; used on shutdown."""
@@ -78,3 +107,13 @@ class GroupCommitter:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        if self._checkpointer is not None:
+            self._checkpointer.shutdown(wait=True)
+
+
+def _log_failure(done: Future[None]) -> None:
+    """A failed checkpoint loses nothing (the commits are in the synced WAL; the next commit
+    or checkpoint tries again); it is only logged."""
+    exc = done.exception()
+    if exc is not None:
+        log.warning("background checkpoint failed: %s", exc)

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +273,24 @@ class Stopwatch:
 
     def seconds(self) -> float:
         return time.perf_counter() - self.start
+
+
+def fresh_schema(database: str) -> tuple[str, Callable[[], None]]:
+    """A new schema in the PostgreSQL ``database`` for one run: the URL that uses it, and the
+    function that drops it."""
+    import uuid
+    from urllib.parse import quote
+
+    import psycopg
+
+    schema = f"tradehall_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in database else "?"
+    url = f"{database}{separator}options={quote(f'-csearch_path={schema}')}"
+
+    def drop() -> None:
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+    return url, drop

@@ -56,6 +56,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument(
         "--wire-fractions", help="open-loop steps as fractions of the closed-loop max (0.8 always)"
     )
+    g.add_argument(
+        "--wire-database",
+        help="run the server under test on PostgreSQL (a postgresql:// URL; a fresh schema is"
+        " created and dropped) instead of SQLite",
+    )
     g = p.add_argument_group("recovery")
     g.add_argument("--recovery-orders", help="open-order sizes (default 100000,1000000)")
     g.add_argument("--history-trades", type=int, help="trades of history (default 10,000,000)")
@@ -130,6 +135,7 @@ def specs(args: argparse.Namespace) -> dict[str, Any]:
                 "accounts": args.wire_accounts,
                 "duration": args.wire_duration,
                 "step_duration": args.wire_step,
+                "database": args.wire_database,
                 "fractions": tuple(float(x) for x in args.wire_fractions.split(","))
                 if args.wire_fractions
                 else None,

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from bench.common import (
     REPO,
     affinity,
     cpu_plan,
+    fresh_schema,
     fsync_latency,
     kill,
     pinned,
@@ -68,6 +70,9 @@ class WireSpec:
         default=("floor_starlette_get", "floor_starlette_post", "ping")
     )
     """Closed loop only, for information (not compared with the targets)."""
+    database: str = ""
+    """Empty: the server under test uses SQLite in a temporary folder. A postgresql:// URL:
+    it runs on PostgreSQL, in a fresh schema of that database dropped afterwards."""
     profile_server: bool = True
     """Afterwards, a separate server under cProfile takes a closed loop of signed placements:
     where the event loop's time goes (not used for any figure)."""
@@ -275,6 +280,7 @@ def run(spec: WireSpec, out_dir: Path, log: Any = print) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"spec": asdict(spec), "cpu_plan": plan, "scenarios": {}}
     scenarios: dict[str, Any] = results["scenarios"]
+    cleanups: list[Callable[[], None]] = []
     with affinity(plan["loadgen"]):
         # ---------------------------------------------------------------- the floor
         floor_cmd = pinned([python(), "-m", "bench.floor_app", "--port", "0"], plan["server"], plan)
@@ -304,6 +310,11 @@ def run(spec: WireSpec, out_dir: Path, log: Any = print) -> dict[str, Any]:
         results["fsync_ms"] = fsync_latency(data_dir)
         serve = [python(), "-m", "tradehall", "serve", "--port", "0", "--json"]
         serve += ["--data-dir", str(data_dir)] + (["--no-rate-limits"] if flag else [])
+        results["database"] = "postgresql" if spec.database else "sqlite"
+        if spec.database:
+            url, drop_schema = fresh_schema(spec.database)
+            cleanups.append(drop_schema)
+            serve += ["--database", url]
         proc, server = start_announcing(
             pinned(serve, plan["server"], plan), work / "server.log", "/spot/open/sapi/v1/ping"
         )
@@ -346,6 +357,8 @@ def run(spec: WireSpec, out_dir: Path, log: Any = print) -> dict[str, Any]:
         finally:
             kill(proc)
             shutil.rmtree(data_dir, ignore_errors=True)
+            for cleanup in cleanups:
+                cleanup()
 
         if spec.profile_server:
             log("  wire: place against a server under cProfile (for the profile only)")

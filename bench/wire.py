@@ -403,6 +403,8 @@ def profile_server(spec: WireSpec, plan: dict[str, Any], work: Path) -> dict[str
     prof = work / "server.prof"
     serve = [python(), "-m", "cProfile", "-o", str(prof), "-m", "tradehall", "serve"]
     serve += ["--port", "0", "--json", "--data-dir", str(data_dir)]
+    if serve_supports_no_rate_limits():  # measuring placements, not the rate limiter
+        serve.append("--no-rate-limits")
     proc, server = start_announcing(
         pinned(serve, plan["server"], plan), work / "server-profiled.log", "/spot/open/sapi/v1/ping"
     )

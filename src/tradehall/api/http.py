@@ -99,6 +99,7 @@ class Call:
 
 
 Handler = Callable[[Call], Awaitable[Any]]
+"""Returns what the answer encodes to JSON, or ``bytes``: the answer's JSON already encoded."""
 Answer = Callable[[AppState, Scope, Receive], Awaitable["bytes | Response"]]
 """An endpoint's work on one request: the JSON body of a 200 answer, or an error Response."""
 
@@ -206,6 +207,9 @@ def header_map(scope: Scope) -> dict[bytes, bytes]:
     return dict(reversed(raw if type(raw) is list else list(raw)))
 
 
+_NO_HEADERS: dict[bytes, bytes] = {}
+"""What an unsigned GET reads of the headers: nothing."""
+
 _ANSWERS: weakref.WeakKeyDictionary[Callable[..., Any], Answer] = weakref.WeakKeyDictionary()
 
 
@@ -244,7 +248,7 @@ def endpoint(
             if not when_failed:
                 state.exchange.check_writable()
             method = scope["method"]
-            headers = header_map(scope)
+            headers = header_map(scope) if signed or method == "POST" else _NO_HEADERS
             if method == "POST":
                 # Checked before the body is read. ASCII lower-casing finds the same ASCII
                 # text as str.lower() of the latin-1 decoding would.
@@ -296,7 +300,8 @@ def endpoint(
                     window,
                     now,
                 )
-            return _encode(await handler(Call(state, params, now, key, scope, receive)))
+            result = await handler(Call(state, params, now, key, scope, receive))
+            return result if type(result) is bytes else _encode(result)
         except ApiError as exc:
             return error_response(exc.code, exc.msg, exc.status, exc.headers)
         except Reject as exc:

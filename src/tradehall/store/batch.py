@@ -90,6 +90,22 @@ class Batch:
             or self.engine_state
         )
 
+    def row_count(self) -> int:
+        """How many rows committing this batch writes."""
+        return (
+            len(self.orders)
+            + len(self.trades)
+            + len(self.ledger)
+            + len(self.balances)
+            + len(self.transfers)
+            + len(self.bars)
+            + len(self.users)
+            + len(self.keys)
+            + len(self.margin_accounts)
+            + len(self.debts)
+            + len(self.engine_state)
+        )
+
     def add_events(self, events: list[Event], ts: int) -> None:
         ledger = self.ledger
         balances = self.balances

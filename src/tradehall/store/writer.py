@@ -18,9 +18,11 @@ from tradehall.store.base import StoreError
 
 log = logging.getLogger("tradehall.store")
 
-CHECKPOINT_EVERY = 8
-"""Commits between two checkpoints of a store that has them (SQLite's WAL), each run on its
-own thread so that no commit (and no request waiting for one) pays for it."""
+CHECKPOINT_ROWS = 2000
+"""Rows committed between two checkpoints of a store that has them (SQLite's WAL), each run on
+its own thread so that no commit (and no request waiting for one) pays for it: about every
+8 commits under a load of signed placements, well before the WAL is large enough for a
+commit to checkpoint by itself."""
 
 
 class GroupCommitter:
@@ -40,7 +42,7 @@ class GroupCommitter:
         )
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint: Future[None] | None = None
-        self._last_checkpoint = 0
+        self._rows_since_checkpoint = 0
 
     def durable(self) -> asyncio.Future[None]:
         """A future that resolves once everything applied so far is committed (or fails with
@@ -84,7 +86,8 @@ class GroupCommitter:
                     return
                 self.commits += 1
                 future.set_result(None)
-                if self.commits - self._last_checkpoint >= CHECKPOINT_EVERY:
+                self._rows_since_checkpoint += batch.row_count()
+                if self._rows_since_checkpoint >= CHECKPOINT_ROWS:
                     self._start_checkpoint()
         finally:
             self._running = False
@@ -96,7 +99,7 @@ class GroupCommitter:
             return  # the previous one is still copying
         if self._checkpointer is None:
             self._checkpointer = ThreadPoolExecutor(1, thread_name_prefix="tradehall-checkpoint")
-        self._last_checkpoint = self.commits
+        self._rows_since_checkpoint = 0
         self._checkpoint = self._checkpointer.submit(self._checkpoint_fn)
         self._checkpoint.add_done_callback(_log_failure)
 

@@ -268,22 +268,11 @@ class MarginAccountView(Wire, frozen=True):
     liquidation_level: DecimalText
 
 
-class MarginRepaid(Wire, frozen=True):
+class MarginRepaid(MarginAccountView, frozen=True):
     """Extension: what a repayment paid, and the margin account after it."""
 
     asset: str
     repaid: DecimalText
-    user_id: Id
-    symbol: Symbol
-    assets: list[MarginAsset]
-    risk_ratio: DecimalText | None
-    risk_status: RiskStatus
-    liquidation_price: DecimalText | None
-    last_price: DecimalText | None
-    max_leverage: Annotated[int, Meta(ge=1)]
-    initial_level: DecimalText
-    warning_level: DecimalText
-    liquidation_level: DecimalText
 
 
 # ------------------------------------------------------------------------- admin (extension)

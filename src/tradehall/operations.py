@@ -122,17 +122,16 @@ def _external(
     tx_id: str | None,
     ts: int,
 ) -> dict[str, Any]:
-    user_id = account
     asset = _name(asset)
     units = _amount(ex, asset, amount)
     tx = tx_id if tx_id else f"{kind}-{uuid.uuid4().hex}"
     command = Deposit if kind == "deposit" else Withdraw
-    reply: TransferReply = ex.apply(command(ts, user_id, asset, units, tx))
+    reply: TransferReply = ex.apply(command(ts, account, asset, units, tx))
     decimals = ex.config.markets.assets[asset].decimals
     return {
         "transferId": reply.transfer_id,
         "txId": tx,
-        "userId": user_id,
+        "userId": account,
         "asset": asset,
         "amount": format_units_trimmed(units, decimals),
         "duplicate": reply.duplicate,

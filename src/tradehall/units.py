@@ -90,8 +90,3 @@ def format_units_trimmed(units: int, decimals: int) -> str:
     if decimals:
         text = text.rstrip("0").rstrip(".")
     return text if text not in ("", "-0") else "0"
-
-
-def units_to_float(units: int, decimals: int) -> float:
-    """For JSON number fields at the edge (futures); never used for arithmetic inside."""
-    return float(format_units(units, decimals))

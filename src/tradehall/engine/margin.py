@@ -99,10 +99,6 @@ class Margin:
 
     # ----------------------------------------------------------------- accounts
 
-    @staticmethod
-    def is_margin(account: int) -> bool:
-        return account >= MARGIN_ACCOUNT_BASE
-
     def spec(self, symbol: str) -> MarginSpec:
         spec = self.specs.get(symbol)
         if spec is None:
@@ -137,24 +133,27 @@ class Margin:
         return price
 
     def risk(
-        self, account: MarginAccount, price: int, extra_debt: tuple[str, int] | None = None
+        self,
+        account: MarginAccount,
+        price: int,
+        change: tuple[str, int, int] | None = None,
     ) -> Risk:
-        """Assets and debts valued at ``price``; ``extra_debt`` adds a loan (and its proceeds)
-        being considered."""
+        """Assets and debts valued at ``price``. ``change`` = (asset, assets delta, debt delta)
+        values a move being considered: a loan adds to both, a transfer out takes assets."""
         pair = self.pairs[account.symbol]
         base_free, base_locked = self.ledger.get(account.id, pair.base)
         quote_free, quote_locked = self.ledger.get(account.id, pair.quote)
         base_assets, quote_assets = base_free + base_locked, quote_free + quote_locked
         base_debt = sum(account.debts.get(pair.base, (0, 0)))
         quote_debt = sum(account.debts.get(pair.quote, (0, 0)))
-        if extra_debt is not None:
-            asset, amount = extra_debt
+        if change is not None:
+            asset, assets_delta, debt_delta = change
             if asset == pair.base:
-                base_assets += amount
-                base_debt += amount
+                base_assets += assets_delta
+                base_debt += debt_delta
             else:
-                quote_assets += amount
-                quote_debt += amount
+                quote_assets += assets_delta
+                quote_debt += debt_delta
         scale = price * pair.quote_per_tick_lot
         lot = pair.base_per_lot
         assets = base_assets * scale // lot + quote_assets
@@ -188,7 +187,7 @@ class Margin:
         spec = self.spec(account.symbol)
         if self.ledger.free(POOL_ACCOUNT, asset) < amount:
             raise Reject(Code.INSUFFICIENT_BALANCE, f"the lending pool cannot lend {asset} now")
-        risk = self.risk(account, self.price(account.symbol), (asset, amount))
+        risk = self.risk(account, self.price(account.symbol), (asset, amount, amount))
         equity = risk.assets - risk.debts
         within_leverage = risk.debts <= (spec.max_leverage - 1) * equity
         if not (within_leverage and risk.ratio_at_least(spec.initial_level)):
@@ -275,13 +274,8 @@ class Margin:
                 Code.INSUFFICIENT_BALANCE, f"insufficient free {asset} in the margin account"
             )
         if account.has_debt():
-            spec = self.specs[symbol]
-            self.ledger.change(account.id, asset, -amount, 0, "margin_out", account.id)
-            risk = self.risk(account, self.price(symbol))
-            self.ledger.change(account.id, asset, amount, 0, "margin_out", account.id)
-            self.events.pop()
-            self.events.pop()
-            if not risk.ratio_at_least(spec.initial_level):
+            risk = self.risk(account, self.price(symbol), (asset, -amount, 0))
+            if not risk.ratio_at_least(self.specs[symbol].initial_level):
                 raise Reject(
                     Code.INSUFFICIENT_BALANCE,
                     "transfer would take the margin account below its initial risk level",

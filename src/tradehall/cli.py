@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -116,7 +116,7 @@ def _pretty(value: Any, indent: str = "") -> str:
     return f"{indent}{value}"
 
 
-def _fail(exc: CliError, as_json: bool) -> None:
+def _fail(exc: CliError, as_json: bool) -> NoReturn:
     if as_json:
         typer.echo(
             json.dumps({"code": exc.code if exc.code is not None else -1000, "msg": exc.msg})
@@ -442,21 +442,65 @@ def transfer(
     user: UserOpt,
     asset: Annotated[str, typer.Option(help="Asset, e.g. USDT.")],
     amount: Annotated[str, typer.Option(help="Decimal amount.")],
-    source: Annotated[str, typer.Option("--from", help="spot or margin")],
-    target: Annotated[str, typer.Option("--to", help="margin or spot")],
-    symbol: Annotated[str, typer.Option(help="The margin pair, e.g. BTCUSDT.")],
+    source: Annotated[str, typer.Option("--from", help="spot, margin or futures")],
+    target: Annotated[str, typer.Option("--to", help="margin, futures or spot")],
+    symbol: Annotated[
+        str | None, typer.Option(help="The margin pair, e.g. BTCUSDT (margin transfers only).")
+    ] = None,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Move a user's funds between its spot account and its margin account on a pair."""
+    """Move a user's funds between its spot account and its margin account on a pair
+    (--symbol), or its futures account (the asset: a contract's margin coin)."""
+    try:
+        kind = ops.transfer_target(source, target)
+    except Reject as exc:
+        _fail(CliError(exc.msg, int(exc.code)), as_json)
+    if kind == "futures":
+        if symbol is not None:
+            _fail(CliError("--symbol is for margin transfers only", -1102), as_json)
+        _operate(
+            config,
+            data_dir,
+            as_json,
+            lambda admin: admin.futures_transfer(user, asset, amount, source, target),
+            lambda ex, ts: ops.futures_transfer(ex, user, asset, amount, source, target, ts),
+            database=database,
+        )
+        return
+    if symbol is None:
+        _fail(
+            CliError("--symbol (the margin pair) is required for margin transfers", -1102), as_json
+        )
+    pair = symbol
     _operate(
         config,
         data_dir,
         as_json,
-        lambda admin: admin.margin_transfer(user, symbol, asset, amount, source, target),
-        lambda ex, ts: ops.margin_transfer(ex, user, symbol, asset, amount, source, target, ts),
+        lambda admin: admin.margin_transfer(user, pair, asset, amount, source, target),
+        lambda ex, ts: ops.margin_transfer(ex, user, pair, asset, amount, source, target, ts),
+        database=database,
+    )
+
+
+@app.command("index-price")
+def index_price(
+    contract: Annotated[str, typer.Option(help="The contract, e.g. E-BTC-USDT.")],
+    price: Annotated[str, typer.Option(help="Decimal price, at the contract's precision.")],
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Set a contract's index price (the index of contracts whose index_source is "operator")."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.set_index_price(contract, price),
+        lambda ex, ts: ops.set_index_price(ex, contract, price, ts),
         database=database,
     )
 
@@ -520,13 +564,36 @@ _MARKET_COLUMNS = [
 ]
 
 
-def _markets_table(result: Any) -> str:
-    rows = [[title for title, _, _ in _MARKET_COLUMNS]]
-    rows += [[str(p[key]) for _, key, _ in _MARKET_COLUMNS] for p in result["pairs"]]
-    widths = [width for _, _, width in _MARKET_COLUMNS]
+_CONTRACT_COLUMNS = [
+    ("contract", "symbol", 12),
+    ("id", "id", 4),
+    ("side", "side", 8),
+    ("margin", "marginCoin", 6),
+    ("multiplier", "multiplier", 10),
+    ("price dp", "pricePrecision", 8),
+    ("maker", "openMakerFee", 8),
+    ("taker", "openTakerFee", 8),
+    ("maint.", "maintenanceRate", 8),
+    ("lever", "maxLeverage", 5),
+    ("index", "indexSource", 10),
+]
+
+
+def _table(columns: list[tuple[str, str, int]], items: list[Any]) -> str:
+    rows = [[title for title, _, _ in columns]]
+    rows += [[str(item[key]) for _, key, _ in columns] for item in items]
+    widths = [width for _, _, width in columns]
     return "\n".join(
-        " ".join(f"{c:<{w}}" for c, w in zip(row, widths, strict=True)) for row in rows
+        " ".join(f"{c:<{w}}" for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     )
+
+
+def _markets_table(result: Any) -> str:
+    text = _table(_MARKET_COLUMNS, result["pairs"])
+    contracts = result.get("contracts")
+    if contracts:
+        text += "\n\n" + _table(_CONTRACT_COLUMNS, contracts)
+    return text
 
 
 def _audit_text(result: Any) -> str:
@@ -546,7 +613,7 @@ def markets(
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List assets and spot pairs."""
+    """List assets, spot pairs and futures contracts."""
     _operate(
         config,
         data_dir,

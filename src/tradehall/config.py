@@ -1,4 +1,5 @@
-"""Loading and validating the TOML configuration (server settings, assets and spot pairs).
+"""Loading and validating the TOML configuration (server settings, assets, spot pairs, margin
+and perpetual futures contracts).
 
 Every problem is reported as a ConfigError whose text is one line of the form
 ``<file>:<line>: <field>: <problem>``. tomllib reports lines only for syntax errors, so for
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from importlib import resources
 
+from tradehall.engine.contracts import HOUR_MS, MONEY_DECIMALS, RATE_ONE, ContractSpec
 from tradehall.engine.markets import (
     FEE_RATE_DECIMALS,
     AssetSpec,
@@ -24,7 +26,7 @@ from tradehall.engine.markets import (
     PairSpec,
 )
 from tradehall.store.factory import database_problem
-from tradehall.units import UnitsError, to_units
+from tradehall.units import UnitsError, format_units_trimmed, to_units
 
 BUILTIN_SOURCE = "<built-in>"
 
@@ -33,7 +35,7 @@ _MAX_PLACES = 18
 _MAX_FEE_RATE = Decimal("0.1")
 _SYNCHRONOUS_LEVELS = ("full", "normal")
 
-_TOP_KEYS = ("server", "limits", "assets", "pairs", "margin")
+_TOP_KEYS = ("server", "limits", "assets", "pairs", "margin", "contracts")
 _LIMIT_KEYS = (
     "storage",
     "signed_default",
@@ -65,6 +67,34 @@ _PAIR_KEYS = (
     "maker_fee",
     "taker_fee",
     "market_orders",
+    "trading",
+)
+_CONTRACT_KEYS = (
+    "symbol",
+    "id",
+    "base",
+    "quote",
+    "side",
+    "multiplier",
+    "price_precision",
+    "min_volume",
+    "max_limit_volume",
+    "max_market_volume",
+    "min_money",
+    "max_limit_money",
+    "max_market_money",
+    "max_valid_order",
+    "open_maker_fee",
+    "open_taker_fee",
+    "close_maker_fee",
+    "close_taker_fee",
+    "maintenance_rate",
+    "default_leverage",
+    "max_leverage",
+    "funding_interval_hours",
+    "interest_rate",
+    "funding_cap",
+    "index_source",
     "trading",
 )
 
@@ -159,7 +189,8 @@ def parse_config(text: str, source: str) -> Config:
     assets = _assets(doc, root.get("assets"))
     pairs = _pairs(doc, root.get("pairs"), assets)
     margin = _margin(doc, root.get("margin", []), pairs)
-    markets = MarketsSpec(assets=assets, pairs=pairs, margin=margin)
+    contracts = _contracts(doc, root.get("contracts", []), assets, pairs)
+    markets = MarketsSpec(assets=assets, pairs=pairs, margin=margin, contracts=contracts)
     return Config(server=server, markets=markets, source=source, limits=limits)
 
 
@@ -622,3 +653,226 @@ def _fee_rate(table: _Table, key: str) -> int:
         raise table.error(key, problem)
     why = f"fee rates are in units of 1e-{FEE_RATE_DECIMALS}"
     return table.units(key, value, FEE_RATE_DECIMALS, why)
+
+
+# --- perpetual futures contracts -----------------------------------------------------------------
+
+_CONTRACT_SYMBOL_RE = re.compile(r"([A-Z0-9]+)-([A-Z0-9]{1,20})-([A-Z0-9]{1,20})")
+_CONTRACT_TYPES = ("E",)
+"""Contract type letters accepted in a symbol: E, perpetual."""
+_CONTRACT_SIDES = ("linear", "inverse")
+_OPERATOR_INDEX = "operator"
+_MAX_CONTRACT_ID = 10_000
+_MAX_VOLUME = 10**12
+_MAX_LEVERAGE = 125
+_MAX_VALID_ORDER = 1_000
+_MAX_MAINTENANCE_RATE = Decimal("0.5")
+_MAX_INTEREST_RATE = Decimal("0.01")
+_MAX_FUNDING_CAP = Decimal("0.1")
+_CONTRACT_DEFAULTS: dict[str, object] = {
+    "max_valid_order": 200,
+    "funding_interval_hours": 8,
+    "interest_rate": "0.0001",
+    "funding_cap": "0.0075",
+    "trading": True,
+}
+"""Defaults of the optional contract keys (``default_leverage`` and ``index_source`` have
+derived defaults: ``min(10, max_leverage)`` and the spot pair of the contract's coins)."""
+_DEFAULT_LEVERAGE = 10
+_RATE_WHY = f"rates are in units of 1e-{FEE_RATE_DECIMALS}"
+
+
+def _contracts(
+    doc: _Document, value: object, assets: dict[str, AssetSpec], pairs: dict[str, PairSpec]
+) -> dict[str, ContractSpec]:
+    specs: dict[str, ContractSpec] = {}
+    ids: dict[int, str] = {}
+    for i, values in enumerate(doc.array_of_tables(value, "contracts", allow_empty=True)):
+        table = _Table(doc, {**_CONTRACT_DEFAULTS, **values}, f"contracts[{i}]")
+        doc.check_keys(values, table.path, _CONTRACT_KEYS)
+        spec = _contract(table, assets, pairs)
+        if spec.symbol in specs:
+            raise table.error("symbol", f"duplicate contract {spec.symbol!r}")
+        if spec.id in ids:
+            raise table.error("id", f"duplicate contract id {spec.id} (also {ids[spec.id]})")
+        specs[spec.symbol] = spec
+        ids[spec.id] = spec.symbol
+    return specs
+
+
+def _contract(
+    table: _Table, assets: dict[str, AssetSpec], pairs: dict[str, PairSpec]
+) -> ContractSpec:
+    symbol, kind = _contract_symbol(table)
+    contract_id = table.integer("id", 1, _MAX_CONTRACT_ID)
+    side = table.string("side").lower()
+    if side not in _CONTRACT_SIDES:
+        raise table.error("side", f"must be 'linear' or 'inverse', got {side!r}")
+    inverse = side == "inverse"
+    base = _asset_ref(table, "base", assets)
+    # An inverse contract is quoted in a currency that need not be an asset (USD).
+    quote = _name(table, "quote") if inverse else _asset_ref(table, "quote", assets).name
+    if quote == base.name:
+        raise table.error("quote", f"must differ from base (both are {quote!r})")
+    expected = f"{kind}-{base.name}-{quote}"
+    if symbol != expected:
+        raise table.error("symbol", f"must be {expected!r} (<TYPE>-<BASE>-<QUOTE>), got {symbol!r}")
+    margin = base if inverse else assets[quote]
+    multiplier = table.decimal("multiplier")
+    if multiplier <= 0:
+        raise table.error("multiplier", f"must be greater than 0, got {_plain(multiplier)}")
+    price_precision = table.integer("price_precision", 0, _MAX_PLACES)
+    min_volume, max_limit_volume, max_market_volume = _volume_limits(table)
+    min_money, max_limit_money, max_market_money = _money_limits(table, quote)
+    max_leverage = table.integer("max_leverage", 1, _MAX_LEVERAGE)
+    default_leverage = table.integer(
+        "default_leverage", 1, _MAX_LEVERAGE, min(_DEFAULT_LEVERAGE, max_leverage)
+    )
+    if default_leverage > max_leverage:
+        problem = f"must be at most max_leverage ({max_leverage}), got {default_leverage}"
+        raise table.error("default_leverage", problem)
+    maintenance_rate = _open_rate(table, "maintenance_rate", _MAX_MAINTENANCE_RATE)
+    if maintenance_rate * max_leverage >= RATE_ONE:
+        raise table.error(
+            "max_leverage",
+            f"maintenance_rate ({_format_rate(maintenance_rate)}) must be below 1/max_leverage"
+            f" (1/{max_leverage}): a position opened at full leverage would start at or below"
+            " maintenance",
+        )
+    hours = table.integer("funding_interval_hours", 1, 24)
+    if 24 % hours:
+        raise table.error(
+            "funding_interval_hours", f"must divide 24 (1, 2, 3, 4, 6, 8, 12 or 24), got {hours}"
+        )
+    interest = table.decimal("interest_rate")
+    if not 0 <= interest < _MAX_INTEREST_RATE:
+        problem = f"must be at least 0 and less than {_MAX_INTEREST_RATE}, got {_plain(interest)}"
+        raise table.error("interest_rate", problem)
+    try:
+        return ContractSpec(
+            id=contract_id,
+            symbol=symbol,
+            type=kind,
+            base=base.name,
+            quote=quote,
+            inverse=inverse,
+            margin_coin=margin.name,
+            margin_decimals=margin.decimals,
+            multiplier=multiplier,
+            multiplier_coin=quote if inverse else base.name,
+            price_precision=price_precision,
+            min_volume=min_volume,
+            max_limit_volume=max_limit_volume,
+            max_market_volume=max_market_volume,
+            min_money=min_money,
+            max_limit_money=max_limit_money,
+            max_market_money=max_market_money,
+            max_valid_order=table.integer("max_valid_order", 1, _MAX_VALID_ORDER),
+            open_maker_fee=_fee_rate(table, "open_maker_fee"),
+            open_taker_fee=_fee_rate(table, "open_taker_fee"),
+            close_maker_fee=_fee_rate(table, "close_maker_fee"),
+            close_taker_fee=_fee_rate(table, "close_taker_fee"),
+            maintenance_rate=maintenance_rate,
+            default_leverage=default_leverage,
+            max_leverage=max_leverage,
+            funding_interval_ms=hours * HOUR_MS,
+            interest_rate=table.units("interest_rate", interest, FEE_RATE_DECIMALS, _RATE_WHY),
+            funding_cap=_open_rate(table, "funding_cap", _MAX_FUNDING_CAP),
+            index_source=_index_source(table, base.name, quote, inverse, pairs),
+            trading=table.boolean("trading"),
+        )
+    except ValueError as err:  # multiplier x tick not exact in margin-coin or money units
+        problem = str(err).removeprefix(f"{symbol}: ")
+        where = f"multiplier {_plain(multiplier)}, price_precision {price_precision}"
+        raise table.error("multiplier", f"{problem} ({where})") from None
+
+
+def _format_rate(units: int) -> str:
+    """A rate in 1e-8 units as trimmed decimal text (``500_000`` -> ``0.005``)."""
+    return format_units_trimmed(units, FEE_RATE_DECIMALS)
+
+
+def _contract_symbol(table: _Table) -> tuple[str, str]:
+    """The upper-cased ``<TYPE>-<BASE>-<QUOTE>`` symbol and its type letter."""
+    symbol = table.string("symbol").upper()
+    match = _CONTRACT_SYMBOL_RE.fullmatch(symbol)
+    if match is None:
+        problem = f"must be <TYPE>-<BASE>-<QUOTE> such as 'E-BTC-USDT', got {symbol!r}"
+        raise table.error("symbol", problem)
+    kind = match.group(1)
+    if kind not in _CONTRACT_TYPES:
+        raise table.error(
+            "symbol", f"contract type {kind!r} is not supported (only 'E', perpetual)"
+        )
+    return symbol, kind
+
+
+def _volume_limits(table: _Table) -> tuple[int, int, int]:
+    """Whole contracts: min_volume <= max_limit_volume and max_market_volume."""
+    low = table.integer("min_volume", 1, _MAX_VOLUME)
+    limits = [low]
+    for key in ("max_limit_volume", "max_market_volume"):
+        high = table.integer(key, 1, _MAX_VOLUME)
+        if high < low:
+            raise table.error(key, f"must be at least min_volume ({low}), got {high}")
+        limits.append(high)
+    return limits[0], limits[1], limits[2]
+
+
+def _money_limits(table: _Table, quote: str) -> tuple[int, int, int]:
+    """Order value in the quote currency, in units of 10**-MONEY_DECIMALS."""
+    why = f"money is in units of 1e-{MONEY_DECIMALS} {quote}"
+    low = table.decimal("min_money")
+    if low < 0:
+        raise table.error("min_money", f"must not be negative, got {_plain(low)}")
+    limits = [table.units("min_money", low, MONEY_DECIMALS, why)]
+    for key in ("max_limit_money", "max_market_money"):
+        high = table.decimal(key)
+        if high <= 0 or high < low:
+            problem = f"must be greater than 0 and at least min_money ({_plain(low)})"
+            raise table.error(key, f"{problem}, got {_plain(high)}")
+        limits.append(table.units(key, high, MONEY_DECIMALS, why))
+    return limits[0], limits[1], limits[2]
+
+
+def _open_rate(table: _Table, key: str, high: Decimal) -> int:
+    """A rate strictly between 0 and ``high``, in units of 1e-8."""
+    value = table.decimal(key)
+    if not 0 < value < high:
+        raise table.error(key, f"must be above 0 and below {high}, got {_plain(value)}")
+    return table.units(key, value, FEE_RATE_DECIMALS, _RATE_WHY)
+
+
+def _index_source(
+    table: _Table, base: str, quote: str, inverse: bool, pairs: dict[str, PairSpec]
+) -> str:
+    """``operator``, or a spot pair of the contract's base and quote (quote USDT for an inverse
+    USD contract); by default the first such pair."""
+
+    def matches(pair: PairSpec) -> bool:
+        usd = inverse and quote == "USD" and pair.quote == "USDT"
+        return pair.base == base and (pair.quote == quote or usd)
+
+    if "index_source" not in table.values:
+        found = next((p.symbol for p in pairs.values() if matches(p)), None)
+        if found is None:
+            raise table.error(
+                "index_source",
+                f"missing: no spot pair of {base}/{quote} to take the index price from;"
+                f" name one or set {_OPERATOR_INDEX!r}",
+            )
+        return found
+    source = table.string("index_source")
+    if source.lower() == _OPERATOR_INDEX:
+        return _OPERATOR_INDEX
+    symbol = source.upper()
+    pair = pairs.get(symbol)
+    if pair is None:
+        raise table.error(
+            "index_source", f"must be {_OPERATOR_INDEX!r} or a spot pair, got {source!r}"
+        )
+    if not matches(pair):
+        coins = f"{base}/{quote}" + (" (or quote USDT)" if inverse and quote == "USD" else "")
+        problem = f"spot pair {symbol} is {pair.base}/{pair.quote}, not {coins}"
+        raise table.error("index_source", problem)
+    return symbol

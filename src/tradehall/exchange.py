@@ -19,6 +19,7 @@ from tradehall.config import Config
 from tradehall.engine.commands import Command
 from tradehall.engine.engine import Engine
 from tradehall.engine.events import OrderChanged, TradeExecuted
+from tradehall.engine.futures_model import KIND_ORDER, FuturesChanged
 from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
@@ -61,7 +62,7 @@ class Exchange:
         self.secret_box = secret_box
         """Seals API secrets before they are staged for the store; opens them on recovery."""
         self.engine = Engine(config.markets, check_invariants=check_invariants)
-        self.marketdata = MarketData(config.markets.pairs)
+        self.marketdata = MarketData([*config.markets.pairs, *config.markets.contracts])
         self.users: dict[int, UserRow] = {}
         self.keys: dict[str, ApiKey] = {}
         self.pending = Batch()
@@ -69,16 +70,19 @@ class Exchange:
         """Set when a commit failed: from then on nothing is acknowledged (fail-stop)."""
         self._bars_changed = False
         """Trades moved bars since the last cut (``take_pending`` stages them)."""
-        self.book_versions: dict[str, int] = dict.fromkeys(config.markets.pairs, 0)
-        """Per symbol, a counter that moves whenever that book may have changed (an order of
-        the symbol changed, or a command failed unexpectedly): views rendered from a book
-        (``GET /depth``) stay valid while it stands still."""
+        self.book_versions: dict[str, int] = dict.fromkeys(
+            [*config.markets.pairs, *config.markets.contracts], 0
+        )
+        """Per symbol (spot pair or futures contract), a counter that moves whenever that book
+        may have changed (an order of the symbol changed, or a command failed unexpectedly):
+        views rendered from a book (``GET /depth``) stay valid while it stands still."""
 
     # ----------------------------------------------------------------- recovery
 
     def recover(self) -> None:
         """Load the store's state into this (fresh) exchange."""
-        symbols = list(self.config.markets.pairs)
+        pairs = self.config.markets.pairs
+        symbols = [*pairs, *self.config.markets.contracts]
         snap = self.store.load(symbols, {i.name: keep_for(i) for i in INTERVALS})
         for user in snap.users:
             self.users[user.id] = user
@@ -96,13 +100,15 @@ class Exchange:
         for tx_id, record in snap.transfers:
             self.engine.restore_transfer(tx_id, record)
         self.engine.restore_orders(snap.open_orders)
+        self.engine.restore_futures(snap.futures_docs, snap.futures_max_ids)
         self.engine.restore_counters(snap.next_order_id, snap.next_trade_id)
         for symbol, interval, bars in snap.bars:
             self.marketdata.restore_bars(symbol, interval, bars)
         self._touch_all_books()
         for symbol, trades in snap.recent_trades:
             self.marketdata.restore_trades(symbol, trades)
-            self.engine.restore_last_price(symbol, trades[-1].price)
+            if symbol in pairs:  # a contract keeps its last price in its ContractState
+                self.engine.restore_last_price(symbol, trades[-1].price)
         accounts = {
             id: MarginAccount(id, user, symbol) for id, user, symbol in snap.margin_accounts
         }
@@ -134,6 +140,10 @@ class Exchange:
                 if type(event) is OrderChanged:
                     symbol = event.order.symbol
                     versions[symbol] = versions.get(symbol, 0) + 1
+                elif type(event) is FuturesChanged:
+                    if event.kind == KIND_ORDER:
+                        symbol = event.contract
+                        versions[symbol] = versions.get(symbol, 0) + 1
                 elif type(event) is TradeExecuted:
                     t = event.trade
                     self.marketdata.on_trade(t.symbol, t.id, t.time, t.price, t.qty, t.taker_side)

@@ -1,19 +1,29 @@
-"""Operator actions (users, keys, deposits, withdrawals, views). One implementation serves the
-admin API (server running) and the CLI acting on the store (no server), so both give the same
-JSON. Each function stages its changes on the exchange; the caller makes them durable.
+"""Operator actions (users, keys, deposits, withdrawals, transfers, index prices, views). One
+implementation serves the admin API (server running) and the CLI acting on the store (no
+server), so both give the same JSON. Each function stages its changes on the exchange; the
+caller makes them durable.
 """
 
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 from typing import Any
 
 from tradehall import __version__
 from tradehall.api import wire
 from tradehall.codes import Code, Reject
 from tradehall.engine import audit as engine_audit
-from tradehall.engine.commands import Deposit, MarginTransfer, Withdraw
+from tradehall.engine.commands import (
+    Deposit,
+    FuturesTransfer,
+    MarginTransfer,
+    SetIndexPrice,
+    Withdraw,
+)
+from tradehall.engine.contracts import MONEY_DECIMALS, ContractSpec
 from tradehall.engine.engine import TransferReply
+from tradehall.engine.futures_model import futures_account
 from tradehall.engine.margin import INSURANCE_ACCOUNT, POOL_ACCOUNT
 from tradehall.engine.markets import LEVEL_SCALE
 from tradehall.engine.spot import FEE_ACCOUNT
@@ -25,6 +35,8 @@ DEMO_FUNDS = {"BTC": "10", "ETH": "100", "USDT": "1000000"}
 DEMO_DEFAULT_FUNDS = "1000"
 DEMO_POOL = {"BTC": "100", "ETH": "1000", "USDT": "10000000"}
 DEMO_INSURANCE = {"BTC": "1", "ETH": "10", "USDT": "100000"}
+DEMO_FUTURES_SHARE = Decimal("0.1")
+"""Part of the demo account's funding of each margin coin moved into its futures account."""
 
 
 def create_user(ex: Exchange, name: str | None, ts: int) -> dict[str, Any]:
@@ -226,6 +238,94 @@ def margin_view(ex: Exchange, user_id: int, symbol: str) -> dict[str, Any]:
     }
 
 
+TRANSFER_ACCOUNTS = ("spot", "margin", "futures")
+
+
+def transfer_target(source: str, target: str) -> str:
+    """``margin`` or ``futures``: the account other than spot that a transfer between
+    ``source`` and ``target`` involves."""
+    ends = {source.lower(), target.lower()}
+    if not (source + target).isascii() or ends not in ({"spot", "margin"}, {"spot", "futures"}):
+        raise Reject(
+            Code.BAD_PARAM, "transfers go from spot to margin or futures, or from there to spot"
+        )
+    return "margin" if "margin" in ends else "futures"
+
+
+def margin_coins(ex: Exchange) -> list[str]:
+    """The assets futures margin is held in (each contract's margin coin), in config order."""
+    return list(dict.fromkeys(c.margin_coin for c in ex.config.markets.contracts.values()))
+
+
+def futures_transfer(
+    ex: Exchange,
+    user_id: int,
+    asset: str,
+    amount: str,
+    source: str,
+    target: str,
+    ts: int,
+) -> dict[str, Any]:
+    """Move funds between a user's spot account and its futures account."""
+    ex.require_user(user_id)
+    if {source.lower(), target.lower()} != {"spot", "futures"} or not (source + target).isascii():
+        raise Reject(Code.BAD_PARAM, "transfers go from spot to futures or from futures to spot")
+    asset = _name(asset)
+    coins = margin_coins(ex)
+    if asset not in coins:
+        if asset not in ex.config.markets.assets:
+            raise Reject(Code.BAD_PARAM, f"unknown asset {asset!r}")
+        shown = ", ".join(coins) if coins else "none: no contracts are configured"
+        raise Reject(
+            Code.BAD_PARAM,
+            f"{asset} is not the margin coin of any contract (margin coins: {shown})",
+        )
+    units = _amount(ex, asset, amount)
+    ex.apply(FuturesTransfer(ts, user_id, asset, units, target.lower() == "futures"))
+    return futures_balance(ex, user_id, asset)
+
+
+def futures_balance(ex: Exchange, user_id: int, asset: str) -> dict[str, Any]:
+    """A user's futures balance of one margin coin: free (available) and locked (order holds
+    and position margins)."""
+    decimals = ex.config.markets.assets[asset].decimals
+    free, locked = ex.engine.ledger.get(futures_account(user_id), asset)
+    return {
+        "userId": user_id,
+        "account": "futures",
+        "asset": asset,
+        "free": format_units(free, decimals),
+        "locked": format_units(locked, decimals),
+    }
+
+
+def _contract(ex: Exchange, contract: str) -> ContractSpec:
+    spec = ex.config.markets.contracts.get(_name(contract, "contract"))
+    if spec is None:
+        raise Reject(Code.BAD_SYMBOL, f"unknown contract {contract!r}")
+    return spec
+
+
+def set_index_price(ex: Exchange, contract: str, price: str, ts: int) -> dict[str, Any]:
+    """The operator's index price for a contract (the index of ``operator``-sourced ones)."""
+    spec = _contract(ex, contract)
+    places = spec.price_precision
+    try:
+        ticks = to_units(price, places)
+    except UnitsError as exc:
+        if exc.precision:
+            raise Reject(Code.PRECISION, f"price has more than {places} decimal places") from None
+        raise Reject(Code.BAD_PARAM, f"price {price!r} is not a decimal number") from None
+    if ticks <= 0:
+        raise Reject(Code.BAD_PARAM, "price must be greater than zero")
+    ex.apply(SetIndexPrice(ts, spec.symbol, ticks))
+    return {
+        "contract": spec.symbol,
+        "indexPrice": format_units(ticks, places),
+        "indexSource": spec.index_source,
+    }
+
+
 def balances(ex: Exchange, user_id: int) -> dict[str, Any]:
     if user_id not in SYSTEM_ACCOUNTS.values():
         ex.require_user(user_id)
@@ -254,6 +354,46 @@ def markets(ex: Exchange) -> dict[str, Any]:
             }
             for p in spec.pairs.values()
         ],
+        "contracts": [contract_view(c) for c in spec.contracts.values()],
+    }
+
+
+def _rate(units: int) -> str:
+    return format_units_trimmed(units, 8)
+
+
+def contract_view(c: ContractSpec) -> dict[str, Any]:
+    """A contract's configuration, decimals as text (rates and money trimmed)."""
+    return {
+        "symbol": c.symbol,
+        "id": c.id,
+        "type": c.type,
+        "side": "inverse" if c.inverse else "linear",
+        "baseAsset": c.base,
+        "quoteAsset": c.quote,
+        "marginCoin": c.margin_coin,
+        "multiplier": format(c.multiplier.normalize(), "f"),
+        "multiplierCoin": c.multiplier_coin,
+        "pricePrecision": c.price_precision,
+        "minVolume": c.min_volume,
+        "maxLimitVolume": c.max_limit_volume,
+        "maxMarketVolume": c.max_market_volume,
+        "minMoney": format_units_trimmed(c.min_money, MONEY_DECIMALS),
+        "maxLimitMoney": format_units_trimmed(c.max_limit_money, MONEY_DECIMALS),
+        "maxMarketMoney": format_units_trimmed(c.max_market_money, MONEY_DECIMALS),
+        "maxValidOrder": c.max_valid_order,
+        "openMakerFee": _rate(c.open_maker_fee),
+        "openTakerFee": _rate(c.open_taker_fee),
+        "closeMakerFee": _rate(c.close_maker_fee),
+        "closeTakerFee": _rate(c.close_taker_fee),
+        "maintenanceRate": _rate(c.maintenance_rate),
+        "defaultLeverage": c.default_leverage,
+        "maxLeverage": c.max_leverage,
+        "fundingIntervalHours": c.funding_interval_ms // 3_600_000,
+        "interestRate": _rate(c.interest_rate),
+        "fundingCap": _rate(c.funding_cap),
+        "indexSource": c.index_source,
+        "trading": c.trading,
     }
 
 
@@ -309,18 +449,30 @@ def status(ex: Exchange) -> dict[str, Any]:
 
 
 def ensure_demo(ex: Exchange, ts: int) -> dict[str, Any]:
-    """The demo account: created and funded once, then found again on later starts."""
+    """The demo account: created and funded once, then found again on later starts. With
+    contracts configured, the insurance fund holds each margin coin and the demo account's
+    futures account a tenth more of its funding of each."""
     user = next((u for u in ex.users.values() if u.name == DEMO_USER), None)
     if user is None:
         user = ex.create_user(DEMO_USER, ts)
+    coins = margin_coins(ex)
     for asset in ex.config.markets.assets:
         amount = DEMO_FUNDS.get(asset, DEMO_DEFAULT_FUNDS)
         transfer(ex, "deposit", user.id, asset, amount, f"demo-funding-{asset}", ts)
-        if ex.config.markets.margin:  # a demo venue lends: fund the pool and the fund once
+        if ex.config.markets.margin:  # a demo venue lends: fund the pool once
             pool = DEMO_POOL.get(asset, DEMO_DEFAULT_FUNDS)
             fund(ex, "deposit", "pool", asset, pool, f"demo-pool-{asset}", ts)
+        if ex.config.markets.margin or asset in coins:  # one insurance fund for both, once
             insured = DEMO_INSURANCE.get(asset, DEMO_DEFAULT_FUNDS)
             fund(ex, "deposit", "insurance", asset, insured, f"demo-insurance-{asset}", ts)
+        if asset in coins:
+            # Futures work out of the box: a further tenth of the funding is deposited and
+            # moved to the futures account (once: only when that deposit is new), so the
+            # spot balances stay what the README says.
+            share = format(Decimal(amount) * DEMO_FUTURES_SHARE, "f")
+            extra = transfer(ex, "deposit", user.id, asset, share, f"demo-futures-{asset}", ts)
+            if not extra["duplicate"]:
+                futures_transfer(ex, user.id, asset, share, "spot", "futures", ts)
     key = next(
         (
             k.row

@@ -1,5 +1,7 @@
 """Time-driven work as commands: the scheduler reads the clock and applies commands (hourly
-margin interest); it never changes state behind the engine's back. Commands are durable like
+margin interest; every second, a futures tick that refreshes index and mark prices, samples
+the premium, settles funding when due and liquidates what the prices call for); it never
+changes state behind the engine's back. Commands are durable like
 any other, so a restart resumes where the last committed one left off (missed hours are charged
 by the first accrual after the restart)."""
 
@@ -10,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from tradehall.engine.commands import AccrueInterest
+from tradehall.engine.commands import AccrueInterest, FuturesTick
 from tradehall.engine.margin import HOUR_MS
 from tradehall.exchange import Exchange
 from tradehall.store.writer import GroupCommitter
@@ -41,6 +43,10 @@ class Scheduler:
         if margin.accrued_hour is None or now // HOUR_MS > margin.accrued_hour:
             self.exchange.apply(AccrueInterest(now))
             await self.committer.durable()
+        if self.exchange.engine.futures.contracts:
+            moved = self.exchange.apply(FuturesTick(now))
+            if moved:
+                await self.committer.durable()
 
     async def _run(self) -> None:
         while True:

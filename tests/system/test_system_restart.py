@@ -221,11 +221,13 @@ def test_clean_restart_preserves_everything_observable(
             assert after[name] == before[name], name
         held = {a["asset"]: a for a in after["audit"]["assets"]}
         # --demo also funds the margin lending pool and the insurance fund, once:
-        # BTC 100 + 1, ETH 1,000 + 10, USDT 10,000,000 + 100,000.
-        assert held["BTC"]["depositsMinusWithdrawals"] == "121.00000000"  # + 10 demo + 5 + 5
+        # BTC 100 + 1, ETH 1,000 + 10, USDT 10,000,000 + 100,000; and the demo's futures
+        # account with a further tenth of its BTC and USDT (1 and 100,000).
+        # BTC: + 10 demo + 1 futures + 5 + 5
+        assert held["BTC"]["depositsMinusWithdrawals"] == "122.00000000"
         assert held["ETH"]["depositsMinusWithdrawals"] == "1150.00000000"  # + 100 + 50 - 10
-        # + 1,000,000 demo - 250,000 + 200,000 + 300,000
-        assert held["USDT"]["depositsMinusWithdrawals"] == "11350000.00000000"
+        # + 1,000,000 demo + 100,000 futures - 250,000 + 200,000 + 300,000
+        assert held["USDT"]["depositsMinusWithdrawals"] == "11450000.00000000"
         audit_passes(data, config_file)
 
         # Transfers stay idempotent across the restart; their ids continue too.

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from tradehall import operations as ops
+from tradehall.api import wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, endpoint
 from tradehall.api.params import Params
@@ -19,6 +21,77 @@ from tradehall.codes import Code
 
 PREFIX = "/admin/v1"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
+
+
+# ------------------------------------------------------------------------- futures answers
+# The shapes of the futures admin answers (the dicts of tradehall.operations), for the OpenAPI
+# document; like the wire Structs, field order is the answer's.
+
+Rate = Annotated[str, Meta(pattern=r"^[0-9]+(\.[0-9]+)?$", description="A rate (0.0006 = 0.06 %).")]
+Count = Annotated[int, Meta(ge=1)]
+
+
+class AdminFuturesBalance(wire.Wire, frozen=True):
+    """A user's futures balance of one margin coin after a transfer: ``free`` is available,
+    ``locked`` holds open orders and position margins."""
+
+    user_id: wire.Id
+    account: Literal["futures"]
+    asset: str
+    free: wire.DecimalText
+    locked: wire.DecimalText
+
+
+class AdminIndexPrice(wire.Wire, frozen=True):
+    """The index price the operator set, and where the contract takes its index from."""
+
+    contract: Annotated[str, Meta(examples=["E-BTC-USDT"])]
+    index_price: wire.DecimalText
+    index_source: Annotated[
+        str, Meta(description="`operator`, or the spot pair whose last price is the index.")
+    ]
+
+
+class AdminContract(wire.Wire, frozen=True):
+    """A perpetual futures contract as configured (money in the quote currency)."""
+
+    symbol: Annotated[str, Meta(examples=["E-BTC-USDT"])]
+    id: Count
+    type: Literal["E"]
+    side: Literal["linear", "inverse"]
+    base_asset: str
+    quote_asset: str
+    margin_coin: str
+    multiplier: wire.DecimalText
+    multiplier_coin: str
+    price_precision: Annotated[int, Meta(ge=0)]
+    min_volume: Count
+    max_limit_volume: Count
+    max_market_volume: Count
+    min_money: wire.DecimalText
+    max_limit_money: wire.DecimalText
+    max_market_money: wire.DecimalText
+    max_valid_order: Count
+    open_maker_fee: Rate
+    open_taker_fee: Rate
+    close_maker_fee: Rate
+    close_taker_fee: Rate
+    maintenance_rate: Rate
+    default_leverage: Count
+    max_leverage: Count
+    funding_interval_hours: Count
+    interest_rate: Rate
+    funding_cap: Rate
+    index_source: str
+    trading: bool
+
+
+class AdminMarketsWithContracts(wire.Wire, frozen=True):
+    """Assets, spot pairs and perpetual futures contracts."""
+
+    assets: list[wire.AdminAsset]
+    pairs: list[wire.AdminPair]
+    contracts: list[AdminContract]
 
 
 def _require_admin(call: Call) -> None:
@@ -146,6 +219,27 @@ async def margin_transfer(call: Call) -> Any:
     return result
 
 
+async def futures_transfer(call: Call) -> Any:
+    params = call.params
+    fields = [params.text(name, required=True) for name in ("asset", "amount", "from", "to")]
+    asset, amount, source, target = (str(f) for f in fields)
+    result = ops.futures_transfer(
+        call.exchange, _user_id(params), asset, amount, source, target, call.now
+    )
+    await call.durable()
+    return result
+
+
+async def index_price(call: Call) -> Any:
+    params = call.params
+    contract = params.text("contract", required=True)
+    price = params.text("price", required=True)
+    assert contract is not None and price is not None
+    result = ops.set_index_price(call.exchange, contract, price, call.now)
+    await call.durable()
+    return result
+
+
 async def margin_account(call: Call) -> Any:
     await call.durable()
     symbol = call.params.text("symbol", required=True)
@@ -191,6 +285,8 @@ def routes() -> list[Route]:
         ("GET", "/system", system),
         ("POST", "/margin/transfer", margin_transfer),
         ("GET", "/margin/account", margin_account),
+        ("POST", "/futures/transfer", futures_transfer),
+        ("POST", "/futures/index-price", index_price),
         ("GET", "/markets", markets),
         ("GET", "/audit", audit),
     ]

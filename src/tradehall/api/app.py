@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tradehall.api import admin, margin, openapi, spot
+from tradehall.api import admin, futures, margin, openapi, spot
 from tradehall.api.errors import error_response
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
@@ -135,7 +135,7 @@ def create_app(
             state.reader.shutdown(wait=True)
 
     app = App(
-        routes=spot.routes() + margin.routes() + admin.routes(),
+        routes=spot.routes() + margin.routes() + futures.routes() + admin.routes(),
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )

@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope
 
+from tradehall.api import wire
 from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_RECV_WINDOW, authenticate
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.params import Params
@@ -105,7 +106,8 @@ Answer = Callable[[AppState, Scope, Receive], Awaitable["bytes | Response"]]
 
 JSON = "application/json"
 JSON_CONTENT_TYPE = (b"content-type", b"application/json")
-_encode = msgspec.json.encode
+_encode = msgspec.json.Encoder(enc_hook=wire.enc_hook).encode
+"""msgspec's encoder, which also writes futures numbers (``wire.Num``) as their exact text."""
 
 
 def json_response(content: Any, status: int = 200) -> Response:

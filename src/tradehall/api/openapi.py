@@ -19,7 +19,7 @@ from msgspec import UNSET, Meta, UnsetType
 from starlette.routing import BaseRoute, Route
 
 from tradehall import __version__
-from tradehall.api import admin, margin, spot, wire
+from tradehall.api import admin, futures, margin, spot, wire
 from tradehall.api.http import Call, endpoint
 
 PATH = "/openapi.json"
@@ -279,6 +279,211 @@ class AdminMarginQuery(RequestSchema, frozen=True):
     symbol: SymbolParam
 
 
+class AdminFuturesTransferRequest(RequestSchema, frozen=True):
+    user_id: UserIdBody
+    asset: Annotated[str, Meta(min_length=1, description="A contract's margin coin.")]
+    amount: Amount
+    from_: Annotated[Literal["spot", "futures"], Meta(description="spot or futures")] = (
+        msgspec.field(name="from")
+    )
+    to: Literal["spot", "futures"]
+
+
+class AdminIndexPriceRequest(RequestSchema, frozen=True):
+    contract: Annotated[
+        str,
+        Meta(
+            pattern=r"^[A-Za-z0-9-]{1,64}$",
+            description="Contract name, in any case.",
+            examples=["E-BTC-USDT"],
+        ),
+    ]
+    price: Amount
+
+
+# ------------------------------------------------------------------------- futures requests
+
+ContractNameParam = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9_-]{1,40}$",
+        description="Contract name, in any case (`e-btc-usdt` = `E-BTC-USDT`).",
+        examples=["E-BTC-USDT"],
+    ),
+]
+_Contracts = Annotated[int, Meta(ge=1, le=_INT64_MAX)]
+Contracts = _Contracts | Annotated[str, Meta(pattern=r"^[0-9]{1,19}(\.0*)?$")]
+"""A whole number of contracts, as a JSON number or a string."""
+_SignedDecimalString = Annotated[str, Meta(pattern=r"^-?[0-9]{1,30}(\.[0-9]{1,30})?$")]
+SignedAmount = _SignedDecimalString | float
+FuturesInterval = Literal[
+    "1min", "5min", "15min", "30min", "1h", "60min", "1day", "1week", "1month"
+]
+PositionTypeParam = (
+    Annotated[
+        Literal[1, 2], Meta(description="1 cross, 2 isolated; default: the caller's setting.")
+    ]
+    | Literal["1", "2"]
+)
+FromIdParam = Annotated[
+    int,
+    Meta(
+        ge=0,
+        le=_INT64_MAX,
+        description="The page holds the `limit` records with id >= fromId closest to it;"
+        " without it, the most recent ones.",
+    ),
+]
+FuturesClientOrderId = Annotated[
+    str,
+    Meta(
+        pattern=r"^[!-~]{1,32}$",
+        max_length=32,
+        description="Client order id: 1 to 32 printable ASCII characters, unique among the"
+        " account's open orders on the contract.",
+    ),
+]
+
+
+class ContractQuery(RequestSchema, frozen=True):
+    contract_name: ContractNameParam
+
+
+class FuturesDepthQuery(RequestSchema, frozen=True):
+    contract_name: ContractNameParam
+    limit: Limit100 = 100
+
+
+class FuturesIndexQuery(RequestSchema, frozen=True):
+    contract_name: ContractNameParam
+    limit: Limit1000 = 100
+
+
+class FuturesKlinesQuery(RequestSchema, frozen=True):
+    contract_name: ContractNameParam
+    interval: FuturesInterval
+    limit: Limit300 = 100
+
+
+class FuturesOrderRequest(RequestSchema, frozen=True):
+    """A new futures order. ``volume`` is a number of contracts, except for a MARKET OPEN
+    order: its value in the quote currency. LIMIT needs ``price``. BUY+OPEN opens a long,
+    SELL+CLOSE reduces it; SELL+OPEN opens a short, BUY+CLOSE reduces it."""
+
+    contract_name: ContractNameParam
+    side: SideParam
+    type: TypeParam
+    open: Literal["OPEN", "CLOSE"]
+    volume: Amount
+    price: Amount | UnsetType = UNSET
+    position_type: PositionTypeParam | UnsetType = UNSET
+    client_order_id: FuturesClientOrderId | UnsetType = UNSET
+    time_in_force: Literal["IOC", "FOK", "POST_ONLY", "GTC"] | UnsetType = UNSET
+    recv_window: RecvWindowBody = 5000
+
+
+class FuturesConditionOrderRequest(RequestSchema, frozen=True):
+    """A conditional order: submitted once the last trade price reaches ``triggerPrice``.
+    ``triggerType`` 1 stop-loss, 2 take-profit, 3 trailing buy, 4 trailing sell."""
+
+    contract_name: ContractNameParam
+    side: SideParam
+    type: TypeParam
+    open: Literal["OPEN", "CLOSE"]
+    volume: Amount
+    trigger_type: Literal[1, 2, 3, 4] | Literal["1", "2", "3", "4"]
+    trigger_price: Amount
+    price: Amount | UnsetType = UNSET
+    position_type: PositionTypeParam | UnsetType = UNSET
+    client_order_id: FuturesClientOrderId | UnsetType = UNSET
+    recv_window: RecvWindowBody = 5000
+
+
+class FuturesCancelRequest(RequestSchema, frozen=True):
+    """Either ``orderId`` or ``clientOrderId``; an order or a waiting conditional order."""
+
+    contract_name: ContractNameParam
+    order_id: OrderIdBody | UnsetType = UNSET
+    client_order_id: FuturesClientOrderId | UnsetType = UNSET
+    recv_window: RecvWindowBody = 5000
+
+
+class FuturesOrderQuery(RequestSchema, frozen=True):
+    """Either ``orderId`` or ``clientOrderId`` (the latest order with that id)."""
+
+    contract_name: ContractNameParam
+    order_id: OrderIdParam | UnsetType = UNSET
+    client_order_id: FuturesClientOrderId | UnsetType = UNSET
+    recv_window: RecvWindowParam = 5000
+
+
+class FuturesOpenOrdersQuery(RequestSchema, frozen=True):
+    """Without ``contractName``: the open orders of every contract."""
+
+    contract_name: ContractNameParam | UnsetType = UNSET
+    recv_window: RecvWindowParam = 5000
+
+
+class FuturesHistoryRequest(RequestSchema, frozen=True):
+    """Without ``contractName``: every contract."""
+
+    contract_name: ContractNameParam | UnsetType = UNSET
+    limit: Limit1000 | Annotated[str, Meta(pattern=r"^[0-9]{1,4}$")] = 100
+    from_id: FromIdParam | _IdString | UnsetType = UNSET
+    recv_window: RecvWindowBody = 5000
+
+
+class FuturesMyTradesQuery(RequestSchema, frozen=True):
+    contract_name: ContractNameParam
+    limit: Limit1000 = 100
+    from_id: FromIdParam | UnsetType = UNSET
+    recv_window: RecvWindowParam = 5000
+
+
+class EditLeverRequest(RequestSchema, frozen=True):
+    """Extension. Only with no open position or order on the contract (else -1020)."""
+
+    contract_name: ContractNameParam
+    now_level: Annotated[int, Meta(ge=1, le=125)] | Annotated[str, Meta(pattern=r"^[0-9]{1,3}$")]
+    recv_window: RecvWindowBody = 5000
+
+
+class EditMarginModelRequest(RequestSchema, frozen=True):
+    """Extension. Only with no open position or order on the contract (else -1020)."""
+
+    contract_name: ContractNameParam
+    position_model: Literal[1, 2] | Literal["1", "2"]
+    recv_window: RecvWindowBody = 5000
+
+
+class EditPositionMarginRequest(RequestSchema, frozen=True):
+    """Extension: add (positive ``amount``) or take out (negative) an isolated position's
+    margin, in the margin coin."""
+
+    position_id: OrderIdBody
+    amount: SignedAmount
+    recv_window: RecvWindowBody = 5000
+
+
+class FuturesCancelAllRequest(RequestSchema, frozen=True):
+    """Extension. Without ``contractName``: every contract."""
+
+    contract_name: ContractNameParam | UnsetType = UNSET
+    recv_window: RecvWindowBody = 5000
+
+
+class FuturesTransferRequest(RequestSchema, frozen=True):
+    """Extension: move a margin coin between the caller's spot and futures accounts."""
+
+    asset: Annotated[str, Meta(min_length=1, description="A contract's margin coin.")]
+    amount: Amount
+    from_: Annotated[Literal["spot", "futures"], Meta(description="spot or futures")] = (
+        msgspec.field(name="from")
+    )
+    to: Literal["spot", "futures"]
+    recv_window: RecvWindowBody = 5000
+
+
 # ------------------------------------------------------------------------- operations
 
 Auth = Literal["NONE", "READ", "TRADE", "ADMIN"]
@@ -500,7 +705,21 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         wire.MarginAccountView,
         query=AdminMarginQuery,
     ),
-    ("GET", f"{_A}/markets"): _admin("adminMarkets", "Assets and pairs", wire.AdminMarkets),
+    ("POST", f"{_A}/futures/transfer"): _admin(
+        "adminFuturesTransfer",
+        "Move a user's funds between spot and futures",
+        admin.AdminFuturesBalance,
+        body=AdminFuturesTransferRequest,
+    ),
+    ("POST", f"{_A}/futures/index-price"): _admin(
+        "adminIndexPrice",
+        "Set a contract's index price",
+        admin.AdminIndexPrice,
+        body=AdminIndexPriceRequest,
+    ),
+    ("GET", f"{_A}/markets"): _admin(
+        "adminMarkets", "Assets, pairs and contracts", admin.AdminMarketsWithContracts
+    ),
     ("GET", f"{_A}/audit"): _admin("adminAudit", "Check every invariant", wire.AdminAudit),
     ("GET", f"{_A}/status"): _admin("adminStatus", "Server status", wire.AdminStatus),
     ("GET", PATH): Operation(
@@ -512,6 +731,178 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         extension=True,
         errors=("400",),
     ),
+}
+
+_F = futures.PREFIX
+_FR = futures.ROOT
+_FX = futures.EXTENSION
+
+
+def _futures(op_id: str, summary: str, auth: Auth, response: Any, **kw: Any) -> Operation:
+    return Operation(op_id, summary, "Futures", auth, response, **kw)
+
+
+OPERATIONS.update(
+    {
+        ("GET", f"{_F}/ping"): _futures("futuresPing", "Connectivity check", "NONE", wire.Empty),
+        ("GET", f"{_F}/time"): _futures("futuresTime", "Server time", "NONE", wire.ServerTime),
+        ("GET", f"{_F}/contracts"): _futures(
+            "futuresContracts", "Contracts", "NONE", list[wire.FuturesContractInfo]
+        ),
+        ("GET", f"{_F}/depth"): _futures(
+            "futuresDepth", "Order book of a contract", "NONE", wire.Depth, query=FuturesDepthQuery
+        ),
+        ("GET", f"{_F}/ticker"): _futures(
+            "futuresTicker", "24-hour ticker", "NONE", wire.FuturesTicker, query=ContractQuery
+        ),
+        ("GET", f"{_FR}/ticker"): _futures(
+            "futuresMarketTicker",
+            "24-hour ticker (at the futures market address)",
+            "NONE",
+            wire.FuturesTicker,
+            query=ContractQuery,
+        ),
+        ("GET", f"{_F}/index"): _futures(
+            "futuresIndex",
+            "Index and mark price",
+            "NONE",
+            wire.FuturesIndex,
+            query=FuturesIndexQuery,
+        ),
+        ("GET", f"{_FR}/index"): _futures(
+            "futuresMarketIndex",
+            "Index and mark price (at the futures market address)",
+            "NONE",
+            wire.FuturesIndex,
+            query=FuturesIndexQuery,
+        ),
+        ("GET", f"{_F}/klines"): _futures(
+            "futuresKlines",
+            "Candlesticks (oldest first)",
+            "NONE",
+            list[wire.Kline],
+            query=FuturesKlinesQuery,
+        ),
+        ("GET", f"{_F}/ticker_all"): _futures(
+            "futuresTickerAll",
+            "24-hour tickers of every contract",
+            "NONE",
+            list[wire.FuturesTickerItem],
+            extension=True,
+        ),
+        ("POST", f"{_F}/order"): _futures(
+            "futuresCreateOrder",
+            "Place a futures order",
+            "TRADE",
+            wire.FuturesOrderId,
+            body=FuturesOrderRequest,
+        ),
+        ("POST", f"{_F}/conditionOrder"): _futures(
+            "futuresConditionOrder",
+            "Place a conditional order",
+            "TRADE",
+            wire.FuturesOrderId,
+            body=FuturesConditionOrderRequest,
+        ),
+        ("POST", f"{_F}/cancel"): _futures(
+            "futuresCancelOrder",
+            "Cancel an order or a conditional order",
+            "TRADE",
+            wire.FuturesOrderId,
+            body=FuturesCancelRequest,
+        ),
+        ("GET", f"{_F}/order"): _futures(
+            "futuresGetOrder", "One order", "READ", wire.FuturesOrder, query=FuturesOrderQuery
+        ),
+        ("GET", f"{_F}/openOrders"): _futures(
+            "futuresOpenOrders",
+            "Open orders and waiting conditional orders (newest first)",
+            "READ",
+            list[wire.FuturesOrder],
+            query=FuturesOpenOrdersQuery,
+        ),
+        ("POST", f"{_F}/orderHistorical"): _futures(
+            "futuresOrderHistorical",
+            "Orders (newest first)",
+            "READ",
+            list[wire.FuturesHistoricalOrder],
+            body=FuturesHistoryRequest,
+            body_required=False,
+        ),
+        ("POST", f"{_F}/profitHistorical"): _futures(
+            "futuresProfitHistorical",
+            "Closed positions (newest first)",
+            "READ",
+            list[wire.FuturesProfit],
+            body=FuturesHistoryRequest,
+            body_required=False,
+        ),
+        ("GET", f"{_F}/myTrades"): _futures(
+            "futuresMyTrades",
+            "The account's trades (newest first)",
+            "READ",
+            list[wire.FuturesTrade],
+            query=FuturesMyTradesQuery,
+        ),
+        ("GET", f"{_F}/account"): _futures(
+            "futuresAccount",
+            "Margin accounts and positions",
+            "READ",
+            wire.FuturesAccount,
+            query=SignedQuery,
+        ),
+        ("POST", f"{_F}/edit_lever"): _futures(
+            "futuresEditLever",
+            "Set the leverage of a contract",
+            "TRADE",
+            wire.FuturesSetting,
+            body=EditLeverRequest,
+            extension=True,
+        ),
+        ("POST", f"{_F}/edit_user_margin_model"): _futures(
+            "futuresEditMarginModel",
+            "Set the margin mode of a contract",
+            "TRADE",
+            wire.FuturesSetting,
+            body=EditMarginModelRequest,
+            extension=True,
+        ),
+        ("POST", f"{_F}/edit_position_margin"): _futures(
+            "futuresEditPositionMargin",
+            "Add or take out isolated position margin",
+            "TRADE",
+            wire.FuturesPosition,
+            body=EditPositionMarginRequest,
+            extension=True,
+        ),
+        ("POST", f"{_F}/cancel_all"): _futures(
+            "futuresCancelAll",
+            "Cancel every open order and conditional order",
+            "TRADE",
+            wire.FuturesCanceledAll,
+            body=FuturesCancelAllRequest,
+            body_required=False,
+            extension=True,
+        ),
+        ("POST", f"{_FX}/transfer"): _futures(
+            "futuresTransfer",
+            "Move funds between the spot and the futures account",
+            "TRADE",
+            wire.FuturesBalance,
+            body=FuturesTransferRequest,
+            extension=True,
+        ),
+    }
+)
+
+_FUTURES_ORDER_EXAMPLE = {
+    "contractName": "E-BTC-USDT",
+    "side": "BUY",
+    "type": "LIMIT",
+    "open": "OPEN",
+    "volume": 10,
+    "price": "29000",
+    "positionType": 1,
 }
 
 _ORDER_EXAMPLE = {
@@ -560,8 +951,54 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", f"{_A}/deposit"): _TRANSFER_EXAMPLE,
     ("POST", f"{_A}/withdraw"): {**_TRANSFER_EXAMPLE, "amount": "10", "txId": "payout-17"},
     ("GET", f"{_A}/balances"): {"userId": 1},
+    ("POST", f"{_A}/futures/transfer"): {
+        "userId": 1,
+        "asset": "USDT",
+        "amount": "1000",
+        "from": "spot",
+        "to": "futures",
+    },
+    ("POST", f"{_A}/futures/index-price"): {"contract": "E-BTC-USD", "price": "30000.5"},
 }
 """A valid request of each operation with parameters (body, or query values)."""
+
+EXAMPLES.update(
+    {
+        ("GET", f"{_F}/depth"): {"contractName": "E-BTC-USDT", "limit": 10},
+        ("GET", f"{_F}/ticker"): {"contractName": "E-BTC-USDT"},
+        ("GET", f"{_FR}/ticker"): {"contractName": "E-BTC-USDT"},
+        ("GET", f"{_F}/index"): {"contractName": "E-BTC-USDT"},
+        ("GET", f"{_FR}/index"): {"contractName": "E-BTC-USDT"},
+        ("GET", f"{_F}/klines"): {"contractName": "E-BTC-USDT", "interval": "1h", "limit": 10},
+        ("POST", f"{_F}/order"): _FUTURES_ORDER_EXAMPLE,
+        ("POST", f"{_F}/conditionOrder"): {
+            **_FUTURES_ORDER_EXAMPLE,
+            "side": "SELL",
+            "open": "CLOSE",
+            "triggerType": "1",
+            "triggerPrice": "28000",
+        },
+        ("POST", f"{_F}/cancel"): {"contractName": "E-BTC-USDT", "orderId": "1"},
+        ("GET", f"{_F}/order"): {"contractName": "E-BTC-USDT", "orderId": 1},
+        ("GET", f"{_F}/openOrders"): {"contractName": "E-BTC-USDT"},
+        ("POST", f"{_F}/orderHistorical"): {"contractName": "E-BTC-USDT", "limit": "10"},
+        ("POST", f"{_F}/profitHistorical"): {"contractName": "E-BTC-USDT", "limit": "10"},
+        ("GET", f"{_F}/myTrades"): {"contractName": "E-BTC-USDT", "limit": 10},
+        ("POST", f"{_F}/edit_lever"): {"contractName": "E-BTC-USDT", "nowLevel": 20},
+        ("POST", f"{_F}/edit_user_margin_model"): {
+            "contractName": "E-BTC-USDT",
+            "positionModel": 2,
+        },
+        ("POST", f"{_F}/edit_position_margin"): {"positionId": 1, "amount": "-10"},
+        ("POST", f"{_F}/cancel_all"): {"contractName": "E-BTC-USDT"},
+        ("POST", f"{_FX}/transfer"): {
+            "asset": "USDT",
+            "amount": "1000",
+            "from": "spot",
+            "to": "futures",
+        },
+    }
+)
 
 # ------------------------------------------------------------------------- document parts
 
@@ -619,9 +1056,9 @@ _SECURITY_SCHEMES = {
         "name": "X-CH-SIGN",
         "description": "Hex HMAC-SHA256, keyed with the API secret, of X-CH-TS + upper-case"
         " method + requestPath + body. requestPath is the URL path without the `/spot/open`"
-        " gateway prefix, followed by `?` and the raw query string when there is one; body is"
-        " the request body bytes exactly as sent (empty for GET). Each signature is accepted"
-        " once.",
+        " or `/futures/open` gateway prefix, followed by `?` and the raw query string when"
+        " there is one; body is the request body bytes exactly as sent (empty for GET). Each"
+        " signature is accepted once.",
     },
     "AdminToken": {
         "type": "http",
@@ -644,10 +1081,17 @@ _TAGS = [
         " /admin/v1, reachable from loopback only with the admin token.",
         EXTENSION: True,
     },
+    {
+        "name": "Futures",
+        "description": "Perpetual futures under /futures/open/fapi/v1 (ticker and index also"
+        " at /fapi/v1); public market data, signed trading and account. The family's"
+        " extensions (edit_lever, edit_user_margin_model, edit_position_margin, cancel_all,"
+        " ticker_all) and tradehall's under /tradehall are marked as extensions.",
+    },
     {"name": "Meta", "description": "Extension: this document.", EXTENSION: True},
 ]
 _DESCRIPTION = """\
-The ChainUp-style open REST API as tradehall serves it (spot), plus the admin API
+The ChainUp-style open REST API as tradehall serves it (spot, margin, futures), plus the admin API
 (extension). Generated from the server's own types.
 
 - POST bodies are JSON objects sent with `Content-Type: application/json`. Numbers may be
@@ -729,7 +1173,9 @@ def build_document(operations: Sequence[tuple[str, str]]) -> dict[str, Any]:
     types: list[Any] = [wire.ErrorBody]
     for _, _, op in ops:
         types += [op.response] if op.body is None else [op.response, op.body]
-    schemas, components = msgspec.json.schema_components(types, ref_template=_REF)
+    schemas, components = msgspec.json.schema_components(
+        types, ref_template=_REF, schema_hook=wire.schema_hook
+    )
     # Either orderId or newClientOrderId identifies the order to cancel.
     if "CancelRequest" in components:
         components["CancelRequest"]["anyOf"] = [

@@ -123,6 +123,25 @@ class Params:
             raise self.malformed(name, "must be greater than zero")
         return units
 
+    def signed_units(self, name: str, decimals: int) -> int:
+        """A non-zero decimal, negative allowed, with at most ``decimals`` places, as units."""
+        value = self.raw(name)
+        if value is None:
+            raise self.missing(name)
+        if isinstance(value, bool) or not isinstance(value, str | int | Decimal):
+            raise self.malformed(name, "must be a number")
+        try:
+            units = to_units(value, decimals)
+        except UnitsError as exc:
+            if exc.precision:
+                raise ApiError(
+                    Code.PRECISION, f"parameter '{name}' has more than {decimals} decimal places"
+                ) from None
+            raise self.malformed(name, "must be a decimal number") from None
+        if units == 0:
+            raise self.malformed(name, "must not be zero")
+        return units
+
     def integer(
         self, name: str, *, default: int | None = None, minimum: int = 1, maximum: int | None = None
     ) -> int | None:

@@ -569,8 +569,9 @@ def account(assets: dict[str, AssetSpec], amounts: dict[str, tuple[int, int]]) -
 
 
 def to_builtins(value: Any) -> Any:
-    """Plain dicts and lists (for callers that need them, e.g. the CLI's offline output)."""
-    return msgspec.to_builtins(value)
+    """Plain dicts and lists (for callers that need them, e.g. the CLI's offline output); a
+    futures number (``Num``) becomes a Decimal."""
+    return msgspec.to_builtins(value, builtin_types=(Decimal,), enc_hook=_builtin)
 
 
 def fraction_text(value: Fraction, places: int, *, up: bool = False) -> str:
@@ -578,3 +579,310 @@ def fraction_text(value: Fraction, places: int, *, up: bool = False) -> str:
     quantum = Fraction(1, 10**places)
     steps = -(-value // quantum) if up else value // quantum
     return format_units(int(steps), places)
+
+
+# ------------------------------------------------------------------------- futures
+
+
+class Num:
+    """A JSON number written exactly as its plain decimal text (``30000.5``, never ``3e4``).
+
+    Futures answers carry numbers where the seed types a field as a number; msgspec would write
+    a float in the shortest form (``1e-08``), so values are kept as text and written raw by
+    the API's encoder (``enc_hook``); the OpenAPI document shows them as ``number``
+    (``schema_hook``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Num) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return f"Num({self.text})"
+
+
+def _builtin(value: Any) -> Any:
+    if type(value) is Num:
+        return Decimal(value.text)
+    raise NotImplementedError(f"cannot convert {type(value).__name__}")
+
+
+def enc_hook(value: Any) -> Any:
+    """msgspec encoder hook of the API: a Num is written as its raw text."""
+    if type(value) is Num:
+        return msgspec.Raw(value.text.encode())
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+def schema_hook(kind: Any) -> dict[str, Any]:
+    """msgspec schema hook of the OpenAPI document: a Num is a JSON number."""
+    if kind is Num:
+        return {"type": "number"}
+    raise NotImplementedError(f"no schema for {kind!r}")
+
+
+Number = Annotated[
+    Num,
+    Meta(
+        description="A JSON number in plain decimal notation (never an exponent).", examples=[1.5]
+    ),
+]
+Count = Annotated[int, Meta(ge=0)]
+Action = Literal["OPEN", "CLOSE"]
+LocalTime = Annotated[
+    str,
+    Meta(
+        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$",
+        description="UTC date and time without zone, YYYY-MM-DDTHH:MM:SS.",
+        examples=["2023-11-14T22:13:20"],
+    ),
+]
+ContractName = Annotated[
+    str, Meta(description="Canonical (upper-case) contract name.", examples=["E-BTC-USDT"])
+]
+
+
+class FuturesContractInfo(Wire, frozen=True):
+    """An element of ``GET /contracts``: money (``...Money``) in the quote currency, volumes in
+    whole contracts."""
+
+    symbol: ContractName
+    status: Annotated[int, Meta(ge=0, le=1, description="0 non-tradable, 1 tradable.")]
+    type: Annotated[str, Meta(description="E: perpetual.")]
+    side: Annotated[int, Meta(ge=0, le=1, description="0 inverse, 1 linear.")]
+    multiplier: Number
+    multiplier_coin: str
+    price_precision: Count
+    min_order_volume: Count
+    min_order_money: Number
+    max_market_volume: Count
+    max_market_money: Number
+    max_limit_volume: Count
+    max_limit_money: Number
+    max_valid_order: Count
+
+
+class FuturesTicker(Wire, frozen=True):
+    """The contract's rolling 24-hour ticker (strings, as the family's payloads): ``rose`` is
+    the change in percent, ``vol`` the volume in contracts."""
+
+    time: Millis
+    high: DecimalText
+    low: DecimalText
+    last: DecimalText
+    vol: DecimalText
+    rose: DecimalText
+
+
+class FuturesTickerItem(FuturesTicker, frozen=True):
+    """Extension (``GET /ticker_all``): one contract's ticker."""
+
+    contract_name: ContractName
+
+
+class FuturesIndex(Wire, frozen=True):
+    """Index and mark price, and the funding rate applied at the last funding time."""
+
+    index_price: Number
+    mark_price: Number
+    contract_name: ContractName
+    last_funding_rate: Number
+    time: Millis
+
+
+class FuturesOrderId(Wire, frozen=True):
+    """The answer to ``POST /order``, ``/conditionOrder`` and ``/cancel``."""
+
+    order_id: IdText
+
+
+class FuturesOrder(Wire, frozen=True):
+    """An order (``GET /order``, elements of ``GET /openOrders``). A waiting conditional order
+    shows as ``NEW`` with its ``triggerType`` and ``triggerPrice``."""
+
+    order_id: Id
+    contract_name: ContractName
+    symbol: Symbol
+    price: Number
+    orig_qty: Number
+    executed_qty: Number
+    avg_price: Number
+    status: Status
+    side: Side
+    action: Action
+    type: OrderType
+    transact_time: Millis
+    trigger_type: Annotated[int, Meta(ge=1, le=4)] | msgspec.UnsetType = msgspec.UNSET
+    trigger_price: Number | msgspec.UnsetType = msgspec.UNSET
+
+
+class FuturesHistoricalOrder(Wire, frozen=True):
+    """An element of ``POST /orderHistorical``. ``status``: 0 init, 1 new, 2 filled,
+    3 partially filled, 4 canceled, 5 pending cancel, 6 expired (a rejected POST_ONLY);
+    ``type``: 1 limit, 2 market, 3 IOC, 4 FOK, 5 POST_ONLY."""
+
+    side: Side
+    client_id: str
+    ctime_ms: Millis
+    ctime: LocalTime
+    position_type: Annotated[int, Meta(ge=1, le=2)]
+    order_id: Id
+    avg_price: Number
+    price: Number
+    volume: Number
+    deal_volume: Number
+    deal_money: Number
+    open_or_close: Action
+    leverage_level: Annotated[int, Meta(ge=1)]
+    type: Annotated[int, Meta(ge=1, le=5)]
+    status: Annotated[int, Meta(ge=0, le=6)]
+    contract_id: Id
+    contract_name: ContractName
+    open_maker_fee_rate: Number
+    open_taker_fee_rate: Number
+    close_maker_fee_rate: Number
+    close_taker_fee_rate: Number
+
+
+class FuturesProfit(Wire, frozen=True):
+    """An element of ``POST /profitHistorical``: a closed position."""
+
+    id: Id
+    contract_id: Id
+    side: Side
+    position_type: Annotated[int, Meta(ge=1, le=2)]
+    leverage_level: Annotated[int, Meta(ge=1)]
+    volume: Number
+    open_price: Number
+    open_end_price: Number
+    trade_fee: Number
+    capital_fee: Number
+    realized_amount: Number
+    history_realized_amount: Number
+    settle_profit: Number
+    close_profit: Number
+    share_amount: Number
+    ctime: Millis
+    mtime: Millis
+
+
+class FuturesTrade(Wire, frozen=True):
+    """An element of ``GET /myTrades``, from the caller's side."""
+
+    symbol: Symbol
+    id: Id
+    trade_id: Id
+    bid_id: Id
+    ask_id: Id
+    bid_user_id: Id
+    ask_user_id: Id
+    price: Number
+    qty: Number
+    amount: Number
+    time: Millis
+    fee: Number
+    side: Side
+    contract_name: ContractName
+    is_maker: bool
+    is_buyer: bool
+
+
+class FuturesPosition(Wire, frozen=True):
+    """An open position (``GET /account``, ``POST /edit_position_margin``)."""
+
+    id: Id
+    uid: Id
+    contract_id: Id
+    position_type: Annotated[int, Meta(ge=1, le=2)]
+    side: Side
+    volume: Number
+    open_price: Number
+    avg_price: Number
+    close_price: Number
+    leverage_level: Number
+    hold_amount: Number
+    close_volume: Number
+    pending_close_volume: Number
+    realized_amount: Number
+    history_realized_amount: Number
+    trade_fee: Number
+    capital_fee: Number
+    close_profit: Number
+    share_amount: Number
+    freeze_lock: Annotated[int, Meta(ge=0, le=2)]
+    status: Annotated[int, Meta(ge=0, le=1)]
+    ctime: LocalTime
+    mtime: LocalTime
+    lock_time: LocalTime | None
+    broker_id: int
+    margin_rate: Number
+    reduce_price: Number
+    return_rate: Number
+    un_realized_amount: Number
+    open_realized_amount: Number
+    position_balance: Number
+    index_price: Number
+    keep_rate: Number
+    max_fee_rate: Number
+
+
+class FuturesPositionGroup(Wire, frozen=True):
+    contract_id: Id
+    contract_name: ContractName
+    contract_symbol: Symbol
+    positions: list[FuturesPosition]
+
+
+class FuturesMarginAccount(Wire, frozen=True):
+    """One margin coin of the caller's futures account."""
+
+    margin_coin: str
+    account_normal: Number
+    account_lock: Number
+    part_position_normal: Number
+    total_position_normal: Number
+    achieved_amount: Number
+    unrealized_amount: Number
+    total_margin_rate: Number
+    total_equity: Number
+    part_equity: Number
+    total_cost: Number
+    sum_margin_rate: Number
+    position_vos: list[FuturesPositionGroup]
+
+
+class FuturesAccount(Wire, frozen=True):
+    """The answer to ``GET /account``."""
+
+    account: list[FuturesMarginAccount]
+
+
+class FuturesSetting(Wire, frozen=True):
+    """Extension: the caller's leverage and margin mode on a contract."""
+
+    contract_name: ContractName
+    now_level: Annotated[int, Meta(ge=1)]
+    position_model: Annotated[int, Meta(ge=1, le=2, description="1 cross, 2 isolated.")]
+
+
+class FuturesCanceledAll(Wire, frozen=True):
+    """Extension (``POST /cancel_all``): the orders and conditional orders cancelled."""
+
+    order_ids: list[Id]
+
+
+class FuturesBalance(Wire, frozen=True):
+    """Extension: the caller's futures balance of one margin coin after a transfer (``free``
+    available, ``locked`` order holds and position margins)."""
+
+    user_id: Id
+    account: Literal["futures"]
+    asset: str
+    free: DecimalText
+    locked: DecimalText

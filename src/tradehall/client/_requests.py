@@ -22,6 +22,9 @@ from tradehall.client.signing import request_path_for_signing, sign, signature_p
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 SPOT = "/spot/open/sapi/v1"
 MARGIN = SPOT + "/margin"
+FUTURES = "/futures/open/fapi/v1"
+FUTURES_MARKET = "/fapi/v1"
+"""The futures market-data address of ``ticker`` and ``index`` (also under FUTURES)."""
 
 UNKNOWN_ERROR = -1000
 
@@ -280,3 +283,58 @@ def open_orders(prefix: str, symbol: str, limit: int | None) -> Call:
 def my_trades(prefix: str, symbol: str, limit: int | None, from_id: int | None) -> Call:
     """GET /myTrades."""
     return signed_get(prefix, "/myTrades", {"symbol": symbol, "limit": limit, "fromId": from_id})
+
+
+# --- futures ----------------------------------------------------------------------------------
+
+
+def futures_public(path: str, params: Mapping[str, Any] | None = None) -> Call:
+    """An unsigned futures GET."""
+    return Call("GET", FUTURES + path, params=params)
+
+
+def futures_order_body(
+    contract: str,
+    side: str,
+    type: str,
+    open: str,
+    volume: Number,
+    price: Number | None,
+    position_type: int | None,
+    client_order_id: str | None,
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Body of a futures order or conditional order, Nones omitted."""
+    return compact(
+        {
+            "contractName": contract,
+            "side": side,
+            "type": type,
+            "open": open,
+            "volume": volume,
+            "price": price,
+            "positionType": position_type,
+            "clientOrderId": client_order_id,
+            **extra,
+        }
+    )
+
+
+def futures_order_ref(
+    contract: str, order_id: OrderId | None, client_order_id: str | None
+) -> dict[str, Any]:
+    return compact(
+        {
+            "contractName": contract,
+            "orderId": None if order_id is None else str(order_id),
+            "clientOrderId": client_order_id,
+        }
+    )
+
+
+def futures_history(
+    path: str, contract: str | None, limit: int | None, from_id: int | None
+) -> Call:
+    """POST /orderHistorical or /profitHistorical."""
+    body = compact({"contractName": contract, "limit": limit, "fromId": from_id})
+    return signed_post(FUTURES, path, body)

@@ -135,12 +135,24 @@ class AdminClient:
         """GET /admin/v1/margin/account."""
         return self._get("/margin/account", {"userId": user_id, "symbol": symbol})
 
+    def futures_transfer(
+        self, user_id: int, asset: str, amount: str | Decimal, source: str, target: str
+    ) -> Any:
+        """POST /admin/v1/futures/transfer: between a user's spot and futures accounts
+        (``source``/``target``: ``spot`` and ``futures``)."""
+        body = {"userId": user_id, "asset": asset, "amount": amount}
+        return self._post("/futures/transfer", {**body, "from": source, "to": target})
+
+    def set_index_price(self, contract: str, price: str | Decimal) -> Any:
+        """POST /admin/v1/futures/index-price: the operator's index price of a contract."""
+        return self._post("/futures/index-price", {"contract": contract, "price": price})
+
     def balances(self, user_id: int) -> Any:
         """GET /admin/v1/balances?userId=."""
         return self._get("/balances", {"userId": user_id})
 
     def markets(self) -> Any:
-        """GET /admin/v1/markets."""
+        """GET /admin/v1/markets: assets, spot pairs and futures contracts."""
         return self._get("/markets")
 
     def audit(self) -> Any:

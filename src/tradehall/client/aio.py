@@ -1,4 +1,4 @@
-"""Asynchronous client for the spot and margin open API (same methods as ``Client``)."""
+"""Asynchronous client for the spot, margin and futures open API (same methods as ``Client``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any, Self
 import httpx2
 
 from tradehall.client import _requests as r
-from tradehall.client._requests import MARGIN, SPOT, Number, OrderId
+from tradehall.client._requests import FUTURES, MARGIN, SPOT, Number, OrderId
 
 __all__ = ["AsyncClient"]
 
 
 class AsyncClient:
-    """Async spot and margin client; raises ApiError on error responses.
+    """Async spot, margin and futures client; raises ApiError on error responses.
 
     Pass ``http`` to reuse an existing ``httpx2.AsyncClient``; it is then not closed by
     ``close()``, and ``timeout`` only applies to the client created here.
@@ -233,3 +233,154 @@ class AsyncClient:
     ) -> Any:
         """GET /margin/myTrades."""
         return await self._call(r.my_trades(MARGIN, symbol, limit, from_id))
+
+    # --- futures ------------------------------------------------------------------------------
+
+    async def futures_ping(self) -> Any:
+        """GET /futures/open/fapi/v1/ping."""
+        return await self._call(r.futures_public("/ping"))
+
+    async def futures_server_time(self) -> Any:
+        """GET /futures/open/fapi/v1/time."""
+        return await self._call(r.futures_public("/time"))
+
+    async def futures_contracts(self) -> Any:
+        """GET /futures/open/fapi/v1/contracts."""
+        return await self._call(r.futures_public("/contracts"))
+
+    async def futures_depth(self, contract: str, limit: int | None = None) -> Any:
+        """GET /futures/open/fapi/v1/depth."""
+        return await self._call(
+            r.futures_public("/depth", {"contractName": contract, "limit": limit})
+        )
+
+    async def futures_ticker(self, contract: str) -> Any:
+        """GET /fapi/v1/ticker (the futures market address)."""
+        params = {"contractName": contract}
+        return await self._call(r.Call("GET", r.FUTURES_MARKET + "/ticker", params=params))
+
+    async def futures_index(self, contract: str) -> Any:
+        """GET /fapi/v1/index (the futures market address)."""
+        params = {"contractName": contract}
+        return await self._call(r.Call("GET", r.FUTURES_MARKET + "/index", params=params))
+
+    async def futures_ticker_all(self) -> Any:
+        """GET /futures/open/fapi/v1/ticker_all (extension)."""
+        return await self._call(r.futures_public("/ticker_all"))
+
+    async def futures_klines(self, contract: str, interval: str, limit: int | None = None) -> Any:
+        """GET /futures/open/fapi/v1/klines."""
+        params = {"contractName": contract, "interval": interval, "limit": limit}
+        return await self._call(r.futures_public("/klines", params))
+
+    async def futures_create_order(
+        self,
+        contract: str,
+        side: str,
+        type: str,
+        open: str,
+        volume: Number,
+        price: Number | None = None,
+        *,
+        position_type: int | None = None,
+        client_order_id: str | None = None,
+        time_in_force: str | None = None,
+        recv_window: int | str | None = None,
+    ) -> Any:
+        """POST /futures/open/fapi/v1/order (``volume``: contracts, or the value of a MARKET
+        OPEN order in the quote currency)."""
+        extra = r.compact({"timeInForce": time_in_force, "recvWindow": recv_window})
+        body = r.futures_order_body(
+            contract, side, type, open, volume, price, position_type, client_order_id, extra
+        )
+        return await self._call(r.signed_post(FUTURES, "/order", body))
+
+    async def futures_condition_order(
+        self,
+        contract: str,
+        side: str,
+        type: str,
+        open: str,
+        volume: Number,
+        trigger_type: int,
+        trigger_price: Number,
+        price: Number | None = None,
+        *,
+        position_type: int | None = None,
+        client_order_id: str | None = None,
+        recv_window: int | str | None = None,
+    ) -> Any:
+        """POST /futures/open/fapi/v1/conditionOrder."""
+        extra = r.compact(
+            {"triggerType": trigger_type, "triggerPrice": trigger_price, "recvWindow": recv_window}
+        )
+        body = r.futures_order_body(
+            contract, side, type, open, volume, price, position_type, client_order_id, extra
+        )
+        return await self._call(r.signed_post(FUTURES, "/conditionOrder", body))
+
+    async def futures_get_order(
+        self, contract: str, order_id: OrderId | None = None, *, client_order_id: str | None = None
+    ) -> Any:
+        """GET /futures/open/fapi/v1/order."""
+        params = r.futures_order_ref(contract, order_id, client_order_id)
+        return await self._call(r.signed_get(FUTURES, "/order", params))
+
+    async def futures_cancel_order(
+        self, contract: str, order_id: OrderId | None = None, *, client_order_id: str | None = None
+    ) -> Any:
+        """POST /futures/open/fapi/v1/cancel."""
+        body = r.futures_order_ref(contract, order_id, client_order_id)
+        return await self._call(r.signed_post(FUTURES, "/cancel", body))
+
+    async def futures_cancel_all(self, contract: str | None = None) -> Any:
+        """POST /futures/open/fapi/v1/cancel_all (extension)."""
+        body = r.compact({"contractName": contract})
+        return await self._call(r.signed_post(FUTURES, "/cancel_all", body))
+
+    async def futures_open_orders(self, contract: str | None = None) -> Any:
+        """GET /futures/open/fapi/v1/openOrders."""
+        return await self._call(r.signed_get(FUTURES, "/openOrders", {"contractName": contract}))
+
+    async def futures_order_history(
+        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+    ) -> Any:
+        """POST /futures/open/fapi/v1/orderHistorical."""
+        return await self._call(r.futures_history("/orderHistorical", contract, limit, from_id))
+
+    async def futures_profit_history(
+        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+    ) -> Any:
+        """POST /futures/open/fapi/v1/profitHistorical."""
+        return await self._call(r.futures_history("/profitHistorical", contract, limit, from_id))
+
+    async def futures_my_trades(
+        self, contract: str, limit: int | None = None, from_id: int | None = None
+    ) -> Any:
+        """GET /futures/open/fapi/v1/myTrades."""
+        params = {"contractName": contract, "limit": limit, "fromId": from_id}
+        return await self._call(r.signed_get(FUTURES, "/myTrades", params))
+
+    async def futures_account(self) -> Any:
+        """GET /futures/open/fapi/v1/account."""
+        return await self._call(r.signed_get(FUTURES, "/account"))
+
+    async def futures_edit_lever(self, contract: str, level: int) -> Any:
+        """POST /futures/open/fapi/v1/edit_lever (extension)."""
+        body = {"contractName": contract, "nowLevel": level}
+        return await self._call(r.signed_post(FUTURES, "/edit_lever", body))
+
+    async def futures_edit_margin_model(self, contract: str, model: int) -> Any:
+        """POST /futures/open/fapi/v1/edit_user_margin_model (extension; 1 cross, 2 isolated)."""
+        body = {"contractName": contract, "positionModel": model}
+        return await self._call(r.signed_post(FUTURES, "/edit_user_margin_model", body))
+
+    async def futures_edit_position_margin(self, position_id: int, amount: Number) -> Any:
+        """POST /futures/open/fapi/v1/edit_position_margin (extension; negative takes out)."""
+        body = {"positionId": position_id, "amount": amount}
+        return await self._call(r.signed_post(FUTURES, "/edit_position_margin", body))
+
+    async def futures_transfer(self, asset: str, amount: Number, source: str, target: str) -> Any:
+        """POST /futures/open/fapi/v1/tradehall/transfer (extension): spot <-> futures."""
+        body = {"asset": asset, "amount": amount, "from": source, "to": target}
+        return await self._call(r.signed_post(FUTURES, "/tradehall/transfer", body))

@@ -6,6 +6,13 @@ Each check returns human-readable violations; an empty list means the state is s
 from __future__ import annotations
 
 from tradehall.engine.engine import Engine
+from tradehall.engine.futures_model import (
+    CLEARING_ACCOUNT_BASE,
+    CLOSE,
+    FuturesOrder,
+    clearing_account,
+    futures_account,
+)
 from tradehall.engine.orders import BUY, OPEN_STATUSES
 
 
@@ -27,12 +34,13 @@ def no_negative_balance(engine: Engine) -> list[str]:
     return [
         f"account {account} {asset}: free={free} locked={locked}"
         for (account, asset), (free, locked) in engine.ledger.balances.items()
-        if free < 0 or locked < 0
+        if (free < 0 or locked < 0) and account > CLEARING_ACCOUNT_BASE
     ]
 
 
 def locks_match_orders(engine: Engine) -> list[str]:
-    """What each account has locked equals what its open orders hold."""
+    """What each account has locked equals what its open orders hold (plus, for futures
+    accounts, the margin of its positions)."""
     expected: dict[tuple[int, str], int] = {}
     for book in engine.spot.books.values():
         pair = engine.markets.pairs[book.symbol]
@@ -40,6 +48,15 @@ def locks_match_orders(engine: Engine) -> list[str]:
             asset = pair.quote if order.side == BUY else pair.base
             key = (order.account, asset)
             expected[key] = expected.get(key, 0) + order.held
+    fx = engine.futures
+    for book in fx.books.values():
+        coin = fx.contracts[book.symbol].margin_coin
+        for order in book.orders.values():
+            key = (order.account, coin)
+            expected[key] = expected.get(key, 0) + order.held
+    for pos in fx.all_positions():
+        key = (futures_account(pos.user), fx.contracts[pos.contract].margin_coin)
+        expected[key] = expected.get(key, 0) + pos.margin
     problems = []
     for key, (_, locked) in engine.ledger.balances.items():
         if locked != expected.get(key, 0):
@@ -96,6 +113,59 @@ def books_sound(engine: Engine) -> list[str]:
     return problems
 
 
+def futures_sound(engine: Engine) -> list[str]:
+    """Per contract: long open interest == short open interest; the clearing account holds
+    exactly the entry cost of open shorts minus that of open longs (reversed for inverse)
+    less the socialised losses; volume pending close matches the open CLOSE orders and
+    never exceeds the position; futures books are not crossed and their levels add up."""
+    problems = []
+    fx = engine.futures
+    for symbol, contract in fx.contracts.items():
+        positions = list(fx.by_contract[symbol].values())
+        long_oi = sum(p.volume for p in positions if p.is_long)
+        short_oi = sum(p.volume for p in positions if not p.is_long)
+        if long_oi != short_oi:
+            problems.append(f"{symbol}: long open interest {long_oi} != short {short_oi}")
+        long_cost = sum(p.cost for p in positions if p.is_long)
+        short_cost = sum(p.cost for p in positions if not p.is_long)
+        expected = long_cost - short_cost if contract.inverse else short_cost - long_cost
+        expected -= fx.states[symbol].socialized
+        clearing, _ = engine.ledger.get(clearing_account(contract.id), contract.margin_coin)
+        if clearing != expected:
+            problems.append(f"{symbol}: clearing holds {clearing}, positions say {expected}")
+        book = fx.books[symbol]
+        if book.crossed():
+            problems.append(f"{symbol}: book is crossed")
+        pending: dict[tuple[int, str], int] = {}
+        for side in (book.bids, book.asks):
+            for level in side.iter_levels():
+                orders = level.orders()
+                if sum(o.qty - o.filled for o in orders) != level.total or not orders:
+                    problems.append(f"{symbol} {level.price}: level total is wrong")
+                for order in orders:
+                    assert isinstance(order, FuturesOrder)
+                    if order.status not in OPEN_STATUSES or order.held < 0:
+                        problems.append(f"{symbol}: order {order.id} rests unsound")
+                    if order.action == CLOSE:
+                        if order.held:
+                            problems.append(f"{symbol}: CLOSE order {order.id} holds funds")
+                        key = (order.user, "SELL" if order.side == BUY else BUY)
+                        pending[key] = pending.get(key, 0) + order.qty - order.filled
+        for pos in positions:
+            if pos.volume <= 0 or pos.margin < 0 or pos.cost <= 0:
+                problems.append(f"{symbol}: position {pos.id} is unsound")
+            if pos.pending_close != pending.get((pos.user, pos.side), 0):
+                problems.append(
+                    f"{symbol}: position {pos.id} pending close {pos.pending_close} "
+                    f"!= open CLOSE orders {pending.get((pos.user, pos.side), 0)}"
+                )
+            if pos.pending_close > pos.volume:
+                problems.append(f"{symbol}: position {pos.id} has more pending close than volume")
+            if fx.positions.get((pos.user, symbol, pos.side)) is not pos:
+                problems.append(f"{symbol}: position {pos.id} is not indexed")
+    return problems
+
+
 def check(engine: Engine) -> list[str]:
     """Every invariant; an empty list means the engine's state is sound."""
     return (
@@ -103,4 +173,5 @@ def check(engine: Engine) -> list[str]:
         + no_negative_balance(engine)
         + locks_match_orders(engine)
         + books_sound(engine)
+        + futures_sound(engine)
     )

@@ -103,6 +103,106 @@ class AccrueInterest:
     ts: int
 
 
+@dataclass(frozen=True, slots=True)
+class FuturesPlace:
+    """A futures order (or, with ``trigger_type``, a conditional order)."""
+
+    ts: int
+    user: int
+    contract: str
+    side: str
+    action: str
+    """OPEN or CLOSE."""
+    type: str
+    price: int = 0
+    """Ticks; 0 for MARKET."""
+    volume: int = 0
+    """Contracts; 0 for a MARKET OPEN (sized by ``money``)."""
+    money: int = 0
+    """MARKET OPEN only: order value in 10**-8 quote."""
+    position_type: int = 0
+    """1 cross, 2 isolated; 0 uses the user's setting on the contract."""
+    tif: str = GTC
+    client_id: str = ""
+    trigger_type: int = 0
+    trigger_price: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FuturesCancel:
+    """Cancel an open futures order or a waiting conditional order."""
+
+    ts: int
+    user: int
+    contract: str
+    order_id: int | None = None
+    client_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FuturesCancelAll:
+    """Cancel every open futures order and waiting conditional order of the user (on one
+    contract, or on all when ``contract`` is empty)."""
+
+    ts: int
+    user: int
+    contract: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FuturesTransfer:
+    """Move ``asset`` between a user's spot account and futures account."""
+
+    ts: int
+    user: int
+    asset: str
+    amount: int
+    into_futures: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SetLeverage:
+    ts: int
+    user: int
+    contract: str
+    leverage: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetMarginMode:
+    ts: int
+    user: int
+    contract: str
+    position_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class AdjustPositionMargin:
+    """Add (amount > 0) or take out (amount < 0) isolated position margin."""
+
+    ts: int
+    user: int
+    position_id: int
+    amount: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetIndexPrice:
+    """From the operator: the index price of a contract, in ticks."""
+
+    ts: int
+    contract: str
+    price: int
+
+
+@dataclass(frozen=True, slots=True)
+class FuturesTick:
+    """From the scheduler: refresh index and mark prices, sample the premium, settle funding
+    that is due, fire triggers and liquidate what the new prices call for."""
+
+    ts: int
+
+
 Command = (
     PlaceOrder
     | PlaceBatch
@@ -113,4 +213,13 @@ Command = (
     | MarginTransfer
     | MarginRepay
     | AccrueInterest
+    | FuturesPlace
+    | FuturesCancel
+    | FuturesCancelAll
+    | FuturesTransfer
+    | SetLeverage
+    | SetMarginMode
+    | AdjustPositionMargin
+    | SetIndexPrice
+    | FuturesTick
 )

@@ -11,19 +11,39 @@ from dataclasses import dataclass
 from typing import Any
 
 from tradehall.codes import Code, Reject
+from tradehall.engine import futures_prices, liquidation, triggers
 from tradehall.engine.commands import (
     AccrueInterest,
+    AdjustPositionMargin,
     CancelBatch,
     CancelOrder,
     Command,
     Deposit,
+    FuturesCancel,
+    FuturesCancelAll,
+    FuturesPlace,
+    FuturesTick,
+    FuturesTransfer,
     MarginRepay,
     MarginTransfer,
     PlaceBatch,
     PlaceOrder,
+    SetIndexPrice,
+    SetLeverage,
+    SetMarginMode,
     Withdraw,
 )
 from tradehall.engine.events import Event, TradeExecuted, TransferDone
+from tradehall.engine.futures import MAX_PRICE, Futures
+from tradehall.engine.futures_model import (
+    KIND_POSITION,
+    ContractState,
+    FuturesOrder,
+    FuturesOrderState,
+    Position,
+    Setting,
+    Trigger,
+)
 from tradehall.engine.ledger import Ledger
 from tradehall.engine.margin import MARGIN_ACCOUNT_BASE, Margin, MarginAccount
 from tradehall.engine.markets import MarketsSpec
@@ -76,6 +96,7 @@ class Engine:
         self.ledger = Ledger(self._events)
         self.spot = SpotMarkets(markets.pairs, self.ledger, self._events)
         self.margin = Margin(markets.margin, markets.pairs, self.ledger, self.spot, self._events)
+        self.futures = Futures(markets.contracts, self.ledger, self.spot, self._events)
         self.transfers: dict[str, TransferRecord] = {}
         self.next_transfer_id = 1
         self._handlers: dict[type[Any], Callable[[Any], Any]] = {
@@ -88,6 +109,15 @@ class Engine:
             MarginTransfer: self._margin_transfer,
             MarginRepay: self._margin_repay,
             AccrueInterest: self._accrue_interest,
+            FuturesPlace: self._futures_place,
+            FuturesCancel: self._futures_cancel,
+            FuturesCancelAll: self._futures_cancel_all,
+            FuturesTransfer: self._futures_transfer,
+            SetLeverage: self._set_leverage,
+            SetMarginMode: self._set_margin_mode,
+            AdjustPositionMargin: self._adjust_position_margin,
+            SetIndexPrice: self._set_index_price,
+            FuturesTick: self._futures_tick,
         }
 
     def apply(self, cmd: Command) -> Result:
@@ -95,6 +125,7 @@ class Engine:
         self.ledger.events = events
         self.spot.events = events
         self.margin.events = events
+        self.futures.events = events
         reply = self._handlers[type(cmd)](cmd)
         if self.check_invariants:
             from tradehall.engine.audit import check
@@ -279,6 +310,92 @@ class Engine:
         free, locked = self.ledger.get(cmd.account, cmd.asset)
         return TransferReply(transfer_id, False, free, locked)
 
+    # ----------------------------------------------------------------- futures
+
+    def _futures_place(self, cmd: FuturesPlace) -> FuturesOrderState | Trigger:
+        if cmd.trigger_type:
+            return triggers.place(self.futures, cmd)
+        state = self.futures.place(cmd)
+        self._futures_settle([cmd.contract], cmd.ts, traded=state.filled > 0)
+        return state
+
+    def _futures_settle(self, symbols: list[str], ts: int, *, traded: bool) -> None:
+        """After prices may have moved: new marks, liquidations, then triggers, until the
+        contracts are quiet (each round's trades can move the price again)."""
+        fx = self.futures
+        for symbol in symbols:
+            contract = fx.contracts[symbol]
+            dirty = traded
+            for _ in range(liquidation.MAX_ROUNDS):
+                futures_prices.refresh(fx, contract, ts, tick=False, dirty=dirty)
+                dirty = False
+                if liquidation.sweep(fx, [symbol], ts):
+                    dirty = True
+                    continue
+                fired = triggers.due(fx, symbol)
+                if not fired:
+                    break
+                for trigger in fired:
+                    triggers.fire(fx, trigger, ts)
+                dirty = True
+
+    def _futures_cancel(self, cmd: FuturesCancel) -> FuturesOrderState | Trigger:
+        fx = self.futures
+        fx.contract(cmd.contract)
+        found = fx.find_open(cmd.user, cmd.contract, cmd.order_id, cmd.client_id)
+        if found is None:
+            raise Reject(Code.NO_SUCH_ORDER, "no such open order")
+        if isinstance(found, Trigger):
+            return triggers.cancel(fx, found, cmd.ts)
+        return fx.cancel_resting(found, cmd.ts)
+
+    def _futures_cancel_all(self, cmd: FuturesCancelAll) -> list[int]:
+        fx = self.futures
+        symbol = None
+        if cmd.contract:
+            symbol = fx.contract(cmd.contract).symbol
+        cancelled = fx.cancel_user(cmd.user, cmd.ts, symbol)
+        for trigger in fx.waiting_triggers(cmd.user, symbol):
+            triggers.cancel(fx, trigger, cmd.ts)
+            cancelled.append(trigger.id)
+        return sorted(cancelled)
+
+    def _futures_transfer(self, cmd: FuturesTransfer) -> tuple[int, int]:
+        return self.futures.transfer(cmd.user, cmd.asset, cmd.amount, cmd.into_futures)
+
+    def _set_leverage(self, cmd: SetLeverage) -> Setting:
+        return self.futures.set_leverage(cmd.user, cmd.contract, cmd.leverage)
+
+    def _set_margin_mode(self, cmd: SetMarginMode) -> Setting:
+        return self.futures.set_margin_mode(cmd.user, cmd.contract, cmd.position_type)
+
+    def _adjust_position_margin(self, cmd: AdjustPositionMargin) -> Position:
+        pos = self.futures.adjust_margin(cmd.user, cmd.position_id, cmd.amount)
+        self._futures_settle([pos.contract], cmd.ts, traded=False)
+        return pos
+
+    def _set_index_price(self, cmd: SetIndexPrice) -> ContractState:
+        fx = self.futures
+        contract = fx.contract(cmd.contract)
+        if not 0 < cmd.price <= MAX_PRICE:
+            raise Reject(Code.PRICE_RANGE, "index price must be positive and in range")
+        state = fx.states[contract.symbol]
+        state.operator_index = cmd.price
+        state.operator_spot = fx.spot.last_price.get(contract.index_source, 0)
+        state.index = cmd.price
+        self._futures_settle([contract.symbol], cmd.ts, traded=True)
+        return state
+
+    def _futures_tick(self, cmd: FuturesTick) -> list[str]:
+        fx = self.futures
+        moved = [
+            symbol
+            for symbol, contract in fx.contracts.items()
+            if futures_prices.refresh(fx, contract, cmd.ts, tick=True)
+        ]
+        self._futures_settle(moved, cmd.ts, traded=False)
+        return moved
+
     # ----------------------------------------------------------------- queries
 
     def open_orders(self, account: int, symbol: str | None = None) -> list[Order]:
@@ -318,6 +435,23 @@ class Engine:
             account = self.margin.accounts[account_id]
             feed((account.id, account.user, account.symbol, sorted(account.debts.items())))
         feed((self.margin.next_account_id, self.margin.accrued_hour, sorted(self.margin.waiting)))
+        fx = self.futures
+        for symbol in sorted(fx.books):
+            book = fx.books[symbol]
+            for side in (book.bids, book.asks):
+                for level in side.iter_levels():
+                    for order in level.orders():
+                        assert isinstance(order, FuturesOrder)
+                        feed(order.state())
+        for pos in sorted(fx.all_positions(), key=lambda p: p.id):
+            feed(pos)
+        for trigger_id in sorted(fx.triggers):
+            feed(fx.triggers[trigger_id])
+        for key in sorted(fx.settings):
+            feed(fx.settings[key])
+        for symbol in sorted(fx.states):
+            feed(fx.states[symbol])
+        feed(fx.next_position_id)
         return digest.hexdigest()
 
     # ----------------------------------------------------------------- recovery
@@ -342,6 +476,25 @@ class Engine:
             self.margin.restore_account(account)
         self.margin.accrued_hour = accrued_hour
         self.margin.restore_waiting()
+
+    def restore_futures(self, docs: Iterable[object], max_ids: dict[str, int]) -> None:
+        """Recovered live futures documents (open orders in ascending id first, so that
+        positions can count what is pending close against them)."""
+        fx = self.futures
+        docs = list(docs)
+        for doc in docs:
+            if isinstance(doc, FuturesOrderState):
+                fx.restore_order(doc)
+        for doc in docs:
+            if isinstance(doc, Position):
+                fx.restore_position(doc)
+            elif isinstance(doc, Trigger):
+                fx.restore_trigger(doc)
+            elif isinstance(doc, Setting):
+                fx.settings[(doc.user, doc.contract)] = doc
+            elif isinstance(doc, ContractState) and doc.contract in fx.states:
+                fx.states[doc.contract] = doc
+        fx.next_position_id = max(fx.next_position_id, max_ids.get(KIND_POSITION, 0) + 1)
 
     def restore_last_price(self, symbol: str, price: int) -> None:
         self.spot.last_price[symbol] = price

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
+from tradehall.engine.futures_model import FuturesChanged
 from tradehall.engine.orders import OrderState
 
 
@@ -103,4 +104,5 @@ Event = (
     | DebtChanged
     | InterestAccrued
     | Liquidated
+    | FuturesChanged
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tradehall.codes import Code, Reject
 from tradehall.engine.events import BalanceChanged, Event
+from tradehall.engine.futures_model import CLEARING_ACCOUNT_BASE as CLEARING_FLOOR
 
 MAX_BALANCE = 2**63 - 1
 """Balances are stored as signed 64-bit integers. Deposits keep each asset's total supply
@@ -37,14 +38,15 @@ class Ledger:
     def change(
         self, account: int, asset: str, d_free: int, d_locked: int, reason: str, ref: int
     ) -> None:
-        """Apply one entry. Callers check sufficiency first; a negative result is a bug."""
+        """Apply one entry. Callers check sufficiency first; a negative result is a bug
+        (except for a futures clearing account)."""
         key = (account, asset)
         bal = self.balances.get(key)
         if bal is None:
             bal = self.balances[key] = [0, 0]
         free = bal[0] + d_free
         locked = bal[1] + d_locked
-        if free < 0 or locked < 0:
+        if (free < 0 or locked < 0) and account > CLEARING_FLOOR:
             raise AssertionError(f"negative balance {key}: free={free} locked={locked}")
         bal[0] = free
         bal[1] = locked

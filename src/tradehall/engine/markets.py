@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tradehall.units import pow10
+
+if TYPE_CHECKING:
+    from tradehall.engine.contracts import ContractSpec
 
 FEE_RATE_DECIMALS = 8
 """Fee rates are integers in units of 1e-8 (0.001 == 100_000)."""
@@ -79,3 +83,5 @@ class MarketsSpec:
     pairs: dict[str, PairSpec]
     margin: dict[str, MarginSpec] = field(default_factory=dict)
     """Pairs that offer isolated margin, with their settings."""
+    contracts: dict[str, ContractSpec] = field(default_factory=dict)
+    """Perpetual futures contracts by contractName."""

@@ -7,9 +7,20 @@ from typing import Protocol, TextIO
 
 from tradehall.engine.engine import TransferRecord
 from tradehall.engine.events import Trade
+from tradehall.engine.futures_model import (
+    ContractState,
+    FundingRecord,
+    FuturesOrderState,
+    Position,
+    Setting,
+    Trigger,
+)
 from tradehall.engine.orders import Order, OrderState
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store.batch import Batch, KeyRow, UserRow
+
+FuturesDoc = FuturesOrderState | Position | Trigger | Setting | ContractState | FundingRecord
+"""A stored futures document (``futures_docs.doc``), decoded by its kind."""
 
 
 class StoreError(Exception):
@@ -36,6 +47,11 @@ class Snapshot:
     debts: list[tuple[int, str, int, int]] = field(default_factory=list)
     """(account, asset, principal, interest), non-zero only."""
     engine_state: dict[str, int] = field(default_factory=dict)
+    futures_docs: list[object] = field(default_factory=list)
+    """Every live futures document decoded to its Struct: contract states, settings,
+    positions, triggers, then orders, each kind in ascending id (orders: queue priority)."""
+    futures_max_ids: dict[str, int] = field(default_factory=dict)
+    """Per kind, the highest id of any stored document (live or not)."""
 
 
 class Store(Protocol):
@@ -57,6 +73,30 @@ class Store(Protocol):
         self, account: int, symbol: str, limit: int, from_id: int | None
     ) -> list[Trade]:
         """Trades of ``account`` on ``symbol``, newest first (see the contract's fromId rule)."""
+        ...
+
+    def futures_history(
+        self,
+        kind: str,
+        user: int,
+        contract: str | None,
+        from_id: int | None,
+        limit: int,
+        live: bool | None,
+    ) -> list[FuturesDoc]:
+        """Documents of ``kind`` of ``user`` (on ``contract``, or on every contract if None;
+        only live or only closed ones if ``live`` is given), newest first, paged by the
+        contract's fromId rule."""
+        ...
+
+    def futures_doc(self, kind: str, user: int, contract: str, id: int) -> FuturesDoc | None:
+        """One document by its key, live or not."""
+        ...
+
+    def futures_order_by_client_id(
+        self, user: int, contract: str, client_id: str
+    ) -> FuturesOrderState | None:
+        """The most recent futures order of ``user`` on ``contract`` with ``client_id``."""
         ...
 
     def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:

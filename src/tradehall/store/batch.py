@@ -20,6 +20,7 @@ from tradehall.engine.events import (
     TradeExecuted,
     TransferDone,
 )
+from tradehall.engine.futures_model import FuturesChanged
 from tradehall.engine.orders import OrderState
 from tradehall.marketdata import Bar
 
@@ -75,6 +76,8 @@ class Batch:
     debts: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
     engine_state: dict[str, int] = field(default_factory=dict)
     """Scalars of the engine's state that no other row carries (the interest clock)."""
+    futures: dict[tuple[str, int, str, int], FuturesChanged] = field(default_factory=dict)
+    """Futures documents by (kind, user, contract, id): the latest change of each wins."""
 
     def __bool__(self) -> bool:
         return bool(
@@ -88,6 +91,7 @@ class Batch:
             or self.margin_accounts
             or self.debts
             or self.engine_state
+            or self.futures
         )
 
     def row_count(self) -> int:
@@ -104,6 +108,7 @@ class Batch:
             + len(self.margin_accounts)
             + len(self.debts)
             + len(self.engine_state)
+            + len(self.futures)
         )
 
     def add_events(self, events: list[Event], ts: int) -> None:
@@ -128,6 +133,8 @@ class Batch:
                 self.debts[(event.account, event.asset)] = (event.principal, event.interest)
             elif type(event) is MarginAccountOpened:
                 self.margin_accounts.append(event)
+            elif type(event) is FuturesChanged:
+                self.futures[(event.kind, event.user, event.contract, event.id)] = event
             elif type(event) is InterestAccrued:
                 self.engine_state[ACCRUED_HOUR] = event.hour
 

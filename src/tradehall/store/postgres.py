@@ -49,6 +49,7 @@ class PostgresStore(SQLStore[PgConnection]):
     placeholder = "%s"
     errors = (psycopg.Error,)
     bytewise = ' COLLATE "C"'
+    json_text = "(doc::json ->> '{field}')"
 
     def __init__(self, url: str) -> None:
         super().__init__()

@@ -126,6 +126,25 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )""",
         ],
     ),
+    (
+        3,
+        "perpetual futures",
+        [
+            # One JSON document per futures record (order, position, trigger, setting,
+            # contract state, funding record), upserted under its key; ``live`` marks what
+            # recovery loads. History reads use the primary key's (kind, user_id) prefix.
+            """CREATE TABLE futures_docs (
+                kind TEXT NOT NULL,
+                user_id BIGINT NOT NULL,
+                contract TEXT NOT NULL,
+                id BIGINT NOT NULL,
+                live INTEGER NOT NULL,
+                doc TEXT NOT NULL,
+                PRIMARY KEY (kind, user_id, contract, id)
+            )""",
+            "CREATE INDEX futures_live ON futures_docs (live, kind)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -209,6 +228,11 @@ TABLES: dict[str, Table] = {
         Table("margin_accounts", ("id", "user_id", "symbol"), ("id",)),
         Table("margin_debts", ("account", "asset", "principal", "interest"), ("account", "asset")),
         Table("engine_state", ("name", "value"), ("name",)),
+        Table(
+            "futures_docs",
+            ("kind", "user_id", "contract", "id", "live", "doc"),
+            ("kind", "user_id", "contract", "id"),
+        ),
     )
 }
 """Every table holding state (all but ``schema_version``), in export order. A migration that

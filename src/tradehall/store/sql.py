@@ -22,10 +22,25 @@ import msgspec
 
 from tradehall.engine.engine import TransferRecord
 from tradehall.engine.events import Trade
+from tradehall.engine.futures_model import (
+    KIND_CONTRACT,
+    KIND_FUNDING,
+    KIND_ORDER,
+    KIND_POSITION,
+    KIND_SETTING,
+    KIND_TRIGGER,
+    ContractState,
+    FundingRecord,
+    FuturesChanged,
+    FuturesOrderState,
+    Position,
+    Setting,
+    Trigger,
+)
 from tradehall.engine.orders import OPEN_STATUSES, Order, OrderState
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store import dump
-from tradehall.store.base import Snapshot, StoreError
+from tradehall.store.base import FuturesDoc, Snapshot, StoreError
 from tradehall.store.batch import Batch, KeyRow, UserRow
 from tradehall.store.schema import MIGRATIONS, TABLES, Table
 
@@ -71,10 +86,27 @@ UPSERT_BAR = _upsert(TABLES["klines"], "high", "low", "close", "volume")
 INSERT_MARGIN_ACCOUNT = _insert(TABLES["margin_accounts"])
 UPSERT_DEBT = _upsert(TABLES["margin_debts"], "principal", "interest")
 UPSERT_STATE = _upsert(TABLES["engine_state"], "value")
+UPSERT_FUTURES = _upsert(TABLES["futures_docs"], "live", "doc")
 
 _MINE = f"SELECT {TRADE_COLUMNS} FROM trades WHERE symbol = ? AND {{side}}_account = ?"
 _OPEN = ",".join("?" * len(OPEN_STATUSES))
-_TEXT_KEYS = {"api_key", "asset", "symbol", "interval"}
+_TEXT_KEYS = {"api_key", "asset", "symbol", "interval", "kind", "contract"}
+
+FUTURES_TYPES: dict[str, type[FuturesDoc]] = {
+    KIND_ORDER: FuturesOrderState,
+    KIND_POSITION: Position,
+    KIND_TRIGGER: Trigger,
+    KIND_SETTING: Setting,
+    KIND_CONTRACT: ContractState,
+    KIND_FUNDING: FundingRecord,
+}
+"""The Struct each kind of futures document decodes to."""
+RESTORE_ORDER = (KIND_CONTRACT, KIND_SETTING, KIND_POSITION, KIND_TRIGGER, KIND_ORDER)
+"""The order in which ``load`` lists live futures documents, by kind (any other kind after)."""
+_FUTURES_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(t) for kind, t in FUTURES_TYPES.items()
+}
+_FUTURES_ENCODER = msgspec.json.Encoder()
 
 
 def order_row(o: OrderState) -> Row:
@@ -87,6 +119,29 @@ def trade_row(t: Trade) -> Row:
 
 def key_row(k: KeyRow) -> Row:
     return (k.api_key, k.secret, k.user_id, int(k.read_only), ",".join(k.ips), k.created, k.revoked)
+
+
+def futures_row(event: FuturesChanged) -> Row:
+    return (
+        event.kind,
+        event.user,
+        event.contract,
+        event.id,
+        int(event.live),
+        _FUTURES_ENCODER.encode(event.doc).decode(),
+    )
+
+
+def decode_futures(kind: str, doc: str | bytes) -> FuturesDoc:
+    """A stored futures document as its Struct; StoreError if the kind or the JSON is bad."""
+    decoder = _FUTURES_DECODERS.get(kind)
+    if decoder is None:
+        raise StoreError(f"unknown kind of futures document {kind!r}")
+    try:
+        decoded: FuturesDoc = decoder.decode(doc)
+    except msgspec.DecodeError as exc:
+        raise StoreError(f"a stored futures {kind} document is invalid: {exc}") from None
+    return decoded
 
 
 def order_state(row: Row) -> OrderState:
@@ -130,6 +185,7 @@ def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[R
         (INSERT_MARGIN_ACCOUNT, [(m.id, m.user, m.symbol) for m in batch.margin_accounts]),
         (UPSERT_DEBT, [(a, asset, p, i) for (a, asset), (p, i) in batch.debts.items()]),
         (UPSERT_STATE, list(batch.engine_state.items())),
+        (UPSERT_FUTURES, [futures_row(e) for e in batch.futures.values()]),
     ]
     return ((sql, rows) for sql, rows in tables if rows)
 
@@ -143,6 +199,8 @@ class SQLStore(Generic[C]):
     bytewise: ClassVar[str] = ""
     """Appended to text columns in ORDER BY so that text sorts by bytes in every backend."""
     import_chunk: ClassVar[int] = 5000
+    json_text: ClassVar[str] = "json_extract(doc, '$.{field}')"
+    """The SQL of a text field of the JSON in ``futures_docs.doc``."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -307,7 +365,13 @@ class SQLStore(Generic[C]):
                 f" ORDER BY account, asset{self.bytewise}",
             )
             snap.engine_state = dict(self._rows(conn, "SELECT name, value FROM engine_state"))
-            snap.next_order_id = self._next_id(conn, "orders")
+            self._load_futures(conn, snap)
+            # Conditional orders share the order id space with spot and futures orders.
+            snap.next_order_id = max(
+                self._next_id(conn, "orders"),
+                snap.futures_max_ids.get(KIND_ORDER, 0) + 1,
+                snap.futures_max_ids.get(KIND_TRIGGER, 0) + 1,
+            )
             snap.next_trade_id = self._next_id(conn, "trades")
             for symbol in symbols:
                 for interval, keep in bars_to_keep.items():
@@ -329,7 +393,88 @@ class SQLStore(Generic[C]):
                     snap.recent_trades.append((symbol, [PublicTrade(*r) for r in reversed(trades)]))
             return snap
 
+    def _load_futures(self, conn: C, snap: Snapshot) -> None:
+        by_kind: dict[str, list[object]] = {}
+        for kind, doc in self._rows(
+            conn,
+            "SELECT kind, doc FROM futures_docs WHERE live = 1"
+            f" ORDER BY id, user_id, contract{self.bytewise}",
+        ):
+            by_kind.setdefault(kind, []).append(decode_futures(kind, doc))
+        kinds = [k for k in RESTORE_ORDER if k in by_kind]
+        kinds += sorted(k for k in by_kind if k not in RESTORE_ORDER)
+        snap.futures_docs = [doc for k in kinds for doc in by_kind[k]]
+        snap.futures_max_ids = {
+            kind: int(top)
+            for kind, top in self._rows(
+                conn, "SELECT kind, MAX(id) FROM futures_docs GROUP BY kind"
+            )
+        }
+
     # ------------------------------------------------------------- history reads
+
+    def futures_history(
+        self,
+        kind: str,
+        user: int,
+        contract: str | None,
+        from_id: int | None,
+        limit: int,
+        live: bool | None,
+    ) -> list[FuturesDoc]:
+        if limit <= 0:
+            return []
+        where = "kind = ? AND user_id = ?"
+        params: list[Any] = [kind, user]
+        if contract is not None:
+            where += " AND contract = ?"
+            params.append(contract)
+        if live is not None:
+            where += " AND live = ?"
+            params.append(int(live))
+        if from_id is None:
+            order = f"id DESC, contract{self.bytewise} DESC"
+        else:
+            where += " AND id >= ?"
+            params.append(from_id)
+            order = f"id, contract{self.bytewise}"
+        with self._failing("reading futures history"):
+            rows = self._rows(
+                self._conn(),
+                f"SELECT doc FROM futures_docs WHERE {where} ORDER BY {order} LIMIT ?",
+                (*params, limit),
+            )
+        if from_id is not None:
+            rows.reverse()
+        return [decode_futures(kind, doc) for (doc,) in rows]
+
+    def futures_doc(self, kind: str, user: int, contract: str, id: int) -> FuturesDoc | None:
+        with self._failing("reading a futures document"):
+            row = self._one(
+                self._conn(),
+                "SELECT doc FROM futures_docs"
+                " WHERE kind = ? AND user_id = ? AND contract = ? AND id = ?",
+                (kind, user, contract, id),
+            )
+        return decode_futures(kind, row[0]) if row else None
+
+    def futures_order_by_client_id(
+        self, user: int, contract: str, client_id: str
+    ) -> FuturesOrderState | None:
+        if not client_id:
+            return None
+        with self._failing("reading a futures order"):
+            row = self._one(
+                self._conn(),
+                "SELECT doc FROM futures_docs WHERE kind = ? AND user_id = ? AND contract = ?"
+                f" AND {self.json_text.format(field='client_id')} = ?"
+                " ORDER BY id DESC LIMIT 1",
+                (KIND_ORDER, user, contract, client_id),
+            )
+        if not row:
+            return None
+        order = decode_futures(KIND_ORDER, row[0])
+        return order if isinstance(order, FuturesOrderState) else None
 
     def find_order(
         self, account: int, symbol: str, order_id: int | None, client_id: str | None

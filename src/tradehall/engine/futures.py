@@ -1,0 +1,791 @@
+"""Perpetual futures: orders on their own books, two-way positions, holds, fees and settlement.
+
+Money lives in the ledger, in each user's futures account (``futures_account(user)``), one
+asset per margin coin: ``free`` is available cash, ``locked`` holds what open OPEN orders
+hold (initial margin plus the open fee at the order's prices) and every position's margin.
+Realized P&L is paid by (or to) the contract's clearing account, so every move nets to zero.
+
+Prices, funding, liquidation and conditional orders build on this class in
+``futures_prices``, ``liquidation`` and ``triggers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import msgspec
+
+from tradehall.codes import Code, Reject
+from tradehall.engine.book import OrderBook
+from tradehall.engine.commands import FuturesPlace
+from tradehall.engine.contracts import RATE_ONE, ContractSpec
+from tradehall.engine.events import Event, Trade, TradeExecuted
+from tradehall.engine.futures_model import (
+    BY_LIQUIDATION,
+    BY_USER,
+    CLOSE,
+    CROSS,
+    ISOLATED,
+    KIND_CONTRACT,
+    KIND_ORDER,
+    KIND_POSITION,
+    KIND_SETTING,
+    KIND_TRIGGER,
+    OPEN,
+    WAITING,
+    ContractState,
+    FuturesChanged,
+    FuturesOrder,
+    FuturesOrderState,
+    Position,
+    Setting,
+    Trigger,
+    clearing_account,
+    futures_account,
+)
+from tradehall.engine.futures_risk import unrealized
+from tradehall.engine.ledger import MAX_BALANCE, Ledger
+from tradehall.engine.orders import (
+    BUY,
+    CANCELED,
+    FILLED,
+    FOK,
+    GTC,
+    IOC,
+    LIMIT,
+    MARKET,
+    NEW,
+    PARTIALLY_FILLED,
+    POST_ONLY,
+    REJECTED,
+    SELL,
+)
+from tradehall.engine.spot import FEE_ACCOUNT, SpotMarkets
+
+INSURANCE_ACCOUNT = -1
+"""The insurance fund (shared with margin): one balance per asset."""
+MAX_PRICE = 2**40
+"""Largest price in ticks an order may carry (keeps every value inside 64 bits)."""
+
+Fill = tuple[int, int]
+"""(price, contracts) of one planned taker fill."""
+
+
+def opposite(side: str) -> str:
+    return SELL if side == BUY else BUY
+
+
+class Futures:
+    def __init__(
+        self,
+        contracts: dict[str, ContractSpec],
+        ledger: Ledger,
+        spot: SpotMarkets,
+        events: list[Event],
+    ) -> None:
+        self.contracts = contracts
+        self.ledger = ledger
+        self.spot = spot
+        """Shares the order and trade id counters of the spot engine (one id space)."""
+        self.events = events
+        self.books = {symbol: OrderBook(symbol) for symbol in contracts}
+        self.open_by_user: dict[int, dict[int, FuturesOrder]] = {}
+        self.by_client_id: dict[tuple[int, str, str], int] = {}
+        """(user, contract, client id) -> id of the open order or waiting trigger."""
+        self.positions: dict[tuple[int, str, str], Position] = {}
+        """Open positions by (user, contract, side)."""
+        self.by_contract: dict[str, dict[int, Position]] = {s: {} for s in contracts}
+        self.by_user: dict[int, dict[int, Position]] = {}
+        self.settings: dict[tuple[int, str], Setting] = {}
+        self.states = {symbol: ContractState(symbol) for symbol in contracts}
+        self.triggers: dict[int, Trigger] = {}
+        """Waiting conditional orders by id."""
+        self.next_position_id = 1
+        self.margin_coins = {c.margin_coin for c in contracts.values()}
+
+    # ----------------------------------------------------------------- lookups
+
+    def contract(self, symbol: str) -> ContractSpec:
+        contract = self.contracts.get(symbol)
+        if contract is None:
+            raise Reject(Code.BAD_SYMBOL, f"invalid contract {symbol!r}")
+        return contract
+
+    def setting(self, user: int, symbol: str) -> Setting:
+        setting = self.settings.get((user, symbol))
+        if setting is None:
+            contract = self.contracts[symbol]
+            return Setting(user, symbol, contract.default_leverage, CROSS)
+        return setting
+
+    def open_orders(self, user: int, symbol: str | None = None) -> list[FuturesOrder]:
+        orders = self.open_by_user.get(user)
+        if not orders:
+            return []
+        return [o for o in orders.values() if symbol is None or o.symbol == symbol]
+
+    def waiting_triggers(self, user: int, symbol: str | None = None) -> list[Trigger]:
+        return [
+            t
+            for t in self.triggers.values()
+            if t.user == user and (symbol is None or t.contract == symbol)
+        ]
+
+    def user_positions(self, user: int) -> list[Position]:
+        """Open positions of ``user``, oldest first."""
+        positions = self.by_user.get(user)
+        return sorted(positions.values(), key=lambda p: p.id) if positions else []
+
+    def position_by_id(self, user: int, position_id: int) -> Position | None:
+        return self.by_user.get(user, {}).get(position_id)
+
+    def mark(self, symbol: str) -> int:
+        return self.states[symbol].mark
+
+    def cross_unrealized(self, user: int, coin: str) -> int:
+        total = 0
+        for pos in self.user_positions(user):
+            contract = self.contracts[pos.contract]
+            if pos.position_type == CROSS and contract.margin_coin == coin:
+                total += unrealized(contract, pos, self.states[pos.contract].mark)
+        return total
+
+    def available(self, user: int, coin: str) -> int:
+        """Cash that new orders, margin top-ups and transfers out may use: free cash less
+        any unrealized loss of cross positions (unrealized profit is not spendable)."""
+        free = self.ledger.free(futures_account(user), coin)
+        return free + min(0, self.cross_unrealized(user, coin))
+
+    def _open_count(self, user: int, symbol: str) -> int:
+        orders = self.open_by_user.get(user, {})
+        count = sum(1 for o in orders.values() if o.symbol == symbol)
+        return count + sum(
+            1 for t in self.triggers.values() if t.user == user and t.contract == symbol
+        )
+
+    def has_activity(self, user: int, symbol: str) -> bool:
+        """Open orders, waiting triggers or open positions on the contract."""
+        if any(o.symbol == symbol for o in self.open_by_user.get(user, {}).values()):
+            return True
+        if any(t.user == user and t.contract == symbol for t in self.triggers.values()):
+            return True
+        return any((user, symbol, side) in self.positions for side in (BUY, SELL))
+
+    # ----------------------------------------------------------------- events
+
+    def emit_order(self, order: FuturesOrder) -> FuturesOrderState:
+        state = order.state()
+        live = state.status in (NEW, PARTIALLY_FILLED)
+        self.events.append(
+            FuturesChanged(KIND_ORDER, order.user, order.symbol, order.id, live, state)
+        )
+        return state
+
+    def emit_position(self, pos: Position) -> None:
+        copy = msgspec.structs.replace(pos)
+        self.events.append(
+            FuturesChanged(KIND_POSITION, pos.user, pos.contract, pos.id, pos.volume > 0, copy)
+        )
+
+    def emit_trigger(self, trigger: Trigger) -> None:
+        copy = msgspec.structs.replace(trigger)
+        live = trigger.status == WAITING
+        self.events.append(
+            FuturesChanged(KIND_TRIGGER, trigger.user, trigger.contract, trigger.id, live, copy)
+        )
+
+    def emit_setting(self, setting: Setting) -> None:
+        copy = Setting(setting.user, setting.contract, setting.leverage, setting.position_type)
+        self.events.append(
+            FuturesChanged(KIND_SETTING, setting.user, setting.contract, 0, True, copy)
+        )
+
+    def emit_state(self, state: ContractState) -> None:
+        copy = msgspec.structs.replace(state)
+        self.events.append(FuturesChanged(KIND_CONTRACT, 0, state.contract, 0, True, copy))
+
+    # ----------------------------------------------------------------- settings
+
+    def set_leverage(self, user: int, symbol: str, leverage: int) -> Setting:
+        contract = self.contract(symbol)
+        if not 1 <= leverage <= contract.max_leverage:
+            raise Reject(Code.BAD_PARAM, f"leverage must be between 1 and {contract.max_leverage}")
+        current = self.setting(user, symbol)
+        if current.leverage == leverage:
+            return current
+        if self.has_activity(user, symbol):
+            raise Reject(
+                Code.UNSUPPORTED,
+                "leverage can change only with no open position or order on the contract",
+            )
+        setting = Setting(user, symbol, leverage, current.position_type)
+        self.settings[(user, symbol)] = setting
+        self.emit_setting(setting)
+        return setting
+
+    def set_margin_mode(self, user: int, symbol: str, position_type: int) -> Setting:
+        self.contract(symbol)
+        if position_type not in (CROSS, ISOLATED):
+            raise Reject(Code.BAD_PARAM, "positionModel must be 1 (cross) or 2 (isolated)")
+        current = self.setting(user, symbol)
+        if current.position_type == position_type:
+            return current
+        if self.has_activity(user, symbol):
+            raise Reject(
+                Code.UNSUPPORTED,
+                "margin mode can change only with no open position or order on the contract",
+            )
+        setting = Setting(user, symbol, current.leverage, position_type)
+        self.settings[(user, symbol)] = setting
+        self.emit_setting(setting)
+        return setting
+
+    # ----------------------------------------------------------------- transfers
+
+    def check_coin(self, asset: str) -> None:
+        if asset not in self.margin_coins:
+            raise Reject(Code.BAD_PARAM, f"{asset} is not the margin coin of any contract")
+
+    def transfer(self, user: int, asset: str, amount: int, into_futures: bool) -> tuple[int, int]:
+        self.check_coin(asset)
+        if amount <= 0:
+            raise Reject(Code.BAD_PARAM, "amount must be positive")
+        account = futures_account(user)
+        if into_futures:
+            if self.ledger.free(user, asset) < amount:
+                raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient spot {asset} balance")
+            self.ledger.change(user, asset, -amount, 0, "to_futures", account)
+            self.ledger.change(account, asset, amount, 0, "from_spot", user)
+        else:
+            if self.available(user, asset) < amount:
+                raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient futures {asset} balance")
+            self.ledger.change(account, asset, -amount, 0, "to_spot", user)
+            self.ledger.change(user, asset, amount, 0, "from_futures", account)
+        return self.ledger.get(account, asset)
+
+    def adjust_margin(self, user: int, position_id: int, amount: int) -> Position:
+        pos = self.position_by_id(user, position_id)
+        if pos is None:
+            raise Reject(Code.BAD_PARAM, "no such open position")
+        if pos.position_type != ISOLATED:
+            raise Reject(Code.UNSUPPORTED, "only isolated positions have their own margin")
+        if amount == 0:
+            raise Reject(Code.BAD_PARAM, "amount must not be zero")
+        contract = self.contracts[pos.contract]
+        account = futures_account(user)
+        coin = contract.margin_coin
+        if amount > 0:
+            if self.available(user, coin) < amount:
+                raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient futures {coin} balance")
+            self.ledger.change(account, coin, -amount, amount, "position_margin", pos.id)
+        else:
+            take = -amount
+            mark = self.states[pos.contract].mark
+            upnl = unrealized(contract, pos, mark)
+            # What stays must still be the initial margin of the position at entry, and
+            # keep it at least that far above its maintenance margin at the mark.
+            keep = pos.cost // pos.leverage + max(0, -upnl)
+            if pos.margin - take < keep:
+                raise Reject(
+                    Code.INSUFFICIENT_BALANCE,
+                    "the position needs that margin (at most "
+                    f"{max(0, pos.margin - keep)} units may be taken out)",
+                )
+            self.ledger.change(account, coin, take, -take, "position_margin", pos.id)
+        pos.margin += amount
+        self.emit_position(pos)
+        return pos
+
+    # ----------------------------------------------------------------- placement
+
+    def validate(
+        self, cmd: FuturesPlace, *, conditional: bool = False
+    ) -> tuple[ContractSpec, Setting]:
+        """Everything about an order but its funding and what it meets in the book. For a
+        conditional order, the position a CLOSE reduces is checked when it fires."""
+        contract = self.contract(cmd.contract)
+        if not contract.trading:
+            raise Reject(Code.TRADING_FROZEN, f"trading is suspended on {contract.symbol}")
+        if cmd.side not in (BUY, SELL):
+            raise Reject(Code.BAD_SIDE, "side must be BUY or SELL")
+        if cmd.action not in (OPEN, CLOSE):
+            raise Reject(Code.BAD_PARAM, "open must be OPEN or CLOSE")
+        setting = self.setting(cmd.user, contract.symbol)
+        position_type = cmd.position_type or setting.position_type
+        if position_type not in (CROSS, ISOLATED):
+            raise Reject(Code.BAD_PARAM, "positionType must be 1 (cross) or 2 (isolated)")
+        if cmd.type == LIMIT:
+            if cmd.tif not in (GTC, IOC, FOK, POST_ONLY):
+                raise Reject(Code.BAD_ORDER_TYPE, "timeInForce must be IOC, FOK or POST_ONLY")
+            if not 0 < cmd.price <= MAX_PRICE:
+                raise Reject(Code.PRICE_RANGE, "price must be positive and in range")
+            self._check_volume(contract, cmd.volume, contract.max_limit_volume)
+            money = contract.money(cmd.volume, cmd.price)
+            if money < contract.min_money:
+                raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+            if money > contract.max_limit_money:
+                raise Reject(Code.BAD_PARAM, "order value above the maximum for LIMIT orders")
+        elif cmd.type == MARKET:
+            if cmd.tif != GTC:
+                raise Reject(Code.BAD_ORDER_TYPE, "timeInForce applies to LIMIT orders only")
+            if cmd.action == OPEN:
+                if cmd.money <= 0 or cmd.money < contract.min_money:
+                    raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+                if cmd.money > contract.max_market_money:
+                    raise Reject(Code.BAD_PARAM, "order value above the maximum for MARKET orders")
+            else:
+                self._check_volume(contract, cmd.volume, contract.max_market_volume)
+        else:
+            raise Reject(Code.BAD_ORDER_TYPE, "type must be LIMIT or MARKET")
+        if cmd.client_id and (cmd.user, contract.symbol, cmd.client_id) in self.by_client_id:
+            raise Reject(Code.BAD_PARAM, "clientOrderId is already used by an open order")
+        if self._open_count(cmd.user, contract.symbol) >= contract.max_valid_order:
+            raise Reject(
+                Code.TOO_MANY_ORDERS,
+                f"at most {contract.max_valid_order} open orders on {contract.symbol}",
+            )
+        if position_type != setting.position_type:
+            if self.has_activity(cmd.user, contract.symbol):
+                raise Reject(
+                    Code.BAD_PARAM,
+                    "positionType differs from the margin mode of your open positions and "
+                    "orders on this contract",
+                )
+            setting = Setting(cmd.user, contract.symbol, setting.leverage, position_type)
+        if cmd.action == CLOSE and not conditional:
+            pos = self.positions.get((cmd.user, contract.symbol, opposite(cmd.side)))
+            closable = pos.volume - pos.pending_close if pos is not None else 0
+            if cmd.volume > closable:
+                raise Reject(
+                    Code.INSUFFICIENT_BALANCE,
+                    f"close volume {cmd.volume} exceeds the closable position ({closable})",
+                )
+        return contract, setting
+
+    @staticmethod
+    def _check_volume(contract: ContractSpec, volume: int, maximum: int) -> None:
+        if volume <= 0 or volume < contract.min_volume:
+            raise Reject(Code.BELOW_MINIMUM, "volume below the minimum")
+        if volume > maximum:
+            raise Reject(Code.BAD_PARAM, f"volume above the maximum ({maximum})")
+
+    def plan(
+        self, contract: ContractSpec, user: int, side: str, limit: int, volume: int, money: int
+    ) -> list[Fill]:
+        """The taker fills an order would get now, skipping the user's own resting orders
+        (self-trade prevention cancels them). With ``money`` the order is sized by value."""
+        fills: list[Fill] = []
+        book = self.books[contract.symbol]
+        is_buy = side == BUY
+        left = volume
+        budget = money
+        account = futures_account(user)
+        for level in book.opposite(side).iter_levels():
+            if limit and (level.price > limit if is_buy else level.price < limit):
+                break
+            if money:
+                left = budget // contract.money(1, level.price)
+                if left == 0:
+                    break
+            take = 0
+            node = level.head
+            while node is not None and take < left:
+                if node.account != account:
+                    take += min(node.qty - node.filled, left - take)
+                node = node.next
+            if take:
+                fills.append((level.price, take))
+                if money:
+                    budget -= contract.money(take, level.price)
+                else:
+                    left -= take
+            if not money and left == 0:
+                break
+        return fills
+
+    @staticmethod
+    def hold_for(
+        contract: ContractSpec, leverage: int, fills: list[Fill], rest: int, limit: int
+    ) -> int:
+        """Initial margin plus open fee for the planned taker fills and the resting rest."""
+        hold = 0
+        for price, qty in fills:
+            value = contract.value(qty, price)
+            hold += value // leverage + value * contract.open_taker_fee // RATE_ONE
+        if rest:
+            value = contract.value(rest, limit)
+            hold += value // leverage + value * contract.open_maker_fee // RATE_ONE
+        return hold
+
+    def place(
+        self,
+        cmd: FuturesPlace,
+        *,
+        source: str = BY_USER,
+        trigger_id: int = 0,
+    ) -> FuturesOrderState:
+        contract, setting = self.validate(cmd)
+        symbol = contract.symbol
+        fills = self.plan(contract, cmd.user, cmd.side, cmd.price, cmd.volume, cmd.money)
+        planned = sum(q for _, q in fills)
+        volume = planned if cmd.type == MARKET and cmd.action == OPEN else cmd.volume
+        rests = cmd.type == LIMIT and cmd.tif in (GTC, POST_ONLY)
+        hold = 0
+        if cmd.action == OPEN:
+            rest = volume - planned if rests else 0
+            hold = self.hold_for(contract, setting.leverage, fills, rest, cmd.price)
+            if hold > MAX_BALANCE:
+                raise Reject(Code.BAD_PARAM, "order value out of range")
+            if hold > self.available(cmd.user, contract.margin_coin):
+                raise Reject(
+                    Code.INSUFFICIENT_BALANCE, f"insufficient {contract.margin_coin} margin"
+                )
+        order = FuturesOrder(
+            self.spot.next_order_id,
+            futures_account(cmd.user),
+            symbol,
+            cmd.side,
+            cmd.type,
+            cmd.tif,
+            cmd.price,
+            volume,
+            cmd.money,
+            cmd.client_id,
+            cmd.ts,
+            user=cmd.user,
+            action=cmd.action,
+            position_type=setting.position_type,
+            leverage=setting.leverage,
+            source=source,
+            trigger_id=trigger_id,
+        )
+        self.spot.next_order_id += 1
+        book = self.books[symbol]
+        if cmd.tif == POST_ONLY and self._would_take(book, order):
+            order.status = REJECTED
+            return self.emit_order(order)
+        if (cmd.tif == FOK and planned < volume) or volume == 0:
+            order.status = CANCELED
+            return self.emit_order(order)
+        if self.settings.get((cmd.user, symbol)) != setting:
+            self.settings[(cmd.user, symbol)] = setting  # the mode this order switched to
+            self.emit_setting(setting)
+        return self.execute(contract, book, order, hold)
+
+    @staticmethod
+    def _would_take(book: OrderBook, order: FuturesOrder) -> bool:
+        """Whether the order meets the opposite side at all (own orders included)."""
+        best = book.opposite(order.side).best()
+        if best is None:
+            return False
+        return best.price <= order.price if order.side == BUY else best.price >= order.price
+
+    def execute(
+        self, contract: ContractSpec, book: OrderBook, order: FuturesOrder, hold: int
+    ) -> FuturesOrderState:
+        """Hold, match, then rest or end a validated order."""
+        if hold:
+            order.held = hold
+            self.ledger.change(order.account, contract.margin_coin, -hold, hold, "hold", order.id)
+        if order.action == CLOSE:
+            self.positions[
+                (order.user, order.symbol, opposite(order.side))
+            ].pending_close += order.qty
+        if order.client_id:
+            self.by_client_id[(order.user, order.symbol, order.client_id)] = order.id
+        self.match(contract, book, order)
+        if order.type == LIMIT and order.tif in (GTC, POST_ONLY) and order.filled < order.qty:
+            order.status = PARTIALLY_FILLED if order.filled else NEW
+            book.rest(order)
+            self.open_by_user.setdefault(order.user, {})[order.id] = order
+            return self.emit_order(order)
+        order.status = FILLED if order.filled == order.qty else CANCELED
+        self.end(order)
+        return self.emit_order(order)
+
+    def match(self, contract: ContractSpec, book: OrderBook, taker: FuturesOrder) -> None:
+        opposite_side = book.opposite(taker.side)
+        is_buy = taker.side == BUY
+        limit = taker.price if taker.type == LIMIT else 0
+        while taker.filled < taker.qty:
+            level = opposite_side.best()
+            if level is None:
+                return
+            if limit and (level.price > limit if is_buy else level.price < limit):
+                return
+            maker = level.head
+            while maker is not None and taker.filled < taker.qty:
+                following = maker.next
+                assert isinstance(maker, FuturesOrder)
+                if maker.account == taker.account:
+                    self.cancel_resting(maker, taker.time)
+                else:
+                    qty = min(maker.qty - maker.filled, taker.qty - taker.filled)
+                    self.fill(contract, book, taker, maker, qty, maker.price, taker.time)
+                maker = following
+
+    def fill(
+        self,
+        contract: ContractSpec,
+        book: OrderBook | None,
+        taker: FuturesOrder,
+        maker: FuturesOrder,
+        qty: int,
+        price: int,
+        ts: int,
+        *,
+        fees: bool = True,
+    ) -> None:
+        """One execution between two orders. ``book`` is None for a fill that does not come
+        from the book (auto-deleveraging): the maker is then not resting."""
+        value = contract.value(qty, price)
+        trade_id = self.spot.next_trade_id
+        self.spot.next_trade_id += 1
+        taker_fee = self.settle(contract, taker, qty, value, False, trade_id, ts, fees)
+        maker_fee = self.settle(contract, maker, qty, value, True, trade_id, ts, fees)
+        for order in (taker, maker):
+            order.filled += qty
+            order.filled_quote += value
+            order.updated = ts
+        if book is not None:
+            self.states[contract.symbol].last = price
+            book.side_of(maker.side).levels[price].total -= qty
+            if maker.filled == maker.qty:
+                maker.status = FILLED
+                book.remove(maker)
+                self.end(maker)
+            else:
+                maker.status = PARTIALLY_FILLED
+        self.emit_order(maker)
+        if taker.side == BUY:
+            bid, ask, bid_fee, ask_fee = taker, maker, taker_fee, maker_fee
+        else:
+            bid, ask, bid_fee, ask_fee = maker, taker, maker_fee, taker_fee
+        trade = Trade(
+            trade_id,
+            contract.symbol,
+            price,
+            qty,
+            value,
+            ts,
+            taker.side,
+            bid.id,
+            ask.id,
+            bid.account,
+            ask.account,
+            bid_fee,
+            ask_fee,
+        )
+        self.events.append(TradeExecuted(trade))
+
+    # ----------------------------------------------------------------- settlement
+
+    def settle(
+        self,
+        contract: ContractSpec,
+        order: FuturesOrder,
+        qty: int,
+        value: int,
+        is_maker: bool,
+        ref: int,
+        ts: int,
+        fees: bool,
+    ) -> int:
+        """Book one side of a fill into its position; return the fee charged."""
+        coin = contract.margin_coin
+        if order.action == OPEN:
+            rate = contract.open_maker_fee if is_maker else contract.open_taker_fee
+            fee = value * rate // RATE_ONE if fees else 0
+            margin = value // order.leverage
+            order.held -= margin + fee
+            if order.held < 0:
+                raise AssertionError(f"order {order.id} hold exhausted")
+            pos = self._position_to_open(order, ts)
+            if fee:
+                self.ledger.change(order.account, coin, 0, -fee, "fee", ref)
+                self.ledger.change(FEE_ACCOUNT, coin, fee, 0, "fee", ref)
+            pos.volume += qty
+            pos.cost += value
+            pos.margin += margin
+            pos.open_volume += qty
+            pos.open_value += value
+            pos.trade_fee += fee
+            pos.mtime = ts
+            self.emit_position(pos)
+            return fee
+        rate = contract.close_maker_fee if is_maker else contract.close_taker_fee
+        fee = value * rate // RATE_ONE if fees else 0
+        pos = self.positions[(order.user, order.symbol, opposite(order.side))]
+        pos.pending_close -= qty
+        self.close_part(contract, pos, qty, value, fee, ref, ts, order.source == BY_LIQUIDATION)
+        return fee
+
+    def _position_to_open(self, order: FuturesOrder, ts: int) -> Position:
+        key = (order.user, order.symbol, order.side)
+        pos = self.positions.get(key)
+        if pos is None:
+            pos = Position(
+                self.next_position_id,
+                order.user,
+                order.symbol,
+                order.side,
+                order.position_type,
+                order.leverage,
+                ctime=ts,
+                mtime=ts,
+            )
+            self.next_position_id += 1
+            self.restore_position(pos)
+        return pos
+
+    def close_part(
+        self,
+        contract: ContractSpec,
+        pos: Position,
+        qty: int,
+        value: int,
+        fee: int,
+        ref: int,
+        ts: int,
+        to_fund: bool,
+    ) -> None:
+        """Close ``qty`` of ``pos`` at trade value ``value``: release its share of the
+        margin, realize P&L against the clearing account, charge ``fee``.
+
+        What the account cannot pay comes from the isolated position's remaining margin (or,
+        cross, from free cash), then from the insurance fund; whatever is still missing is
+        socialised (taken short from the clearing account and recorded on the contract).
+        With ``to_fund`` (liquidation of an isolated position) what is left over goes to
+        the insurance fund instead of the account."""
+        account = futures_account(pos.user)
+        coin = contract.margin_coin
+        ledger = self.ledger
+        if qty == pos.volume:
+            cost, release = pos.cost, pos.margin
+        else:
+            cost = pos.cost * qty // pos.volume
+            release = pos.margin * qty // pos.volume
+        pnl = contract.pnl(pos.is_long, cost, value)
+        pos.volume -= qty
+        pos.cost -= cost
+        pos.margin -= release
+        pos.close_volume += qty
+        pos.close_value += value
+        pos.close_profit += pnl
+        pos.trade_fee += fee
+        pos.mtime = ts
+        net = release + pnl - fee
+        social = 0
+        if net >= 0:
+            if to_fund:
+                ledger.change(account, coin, 0, -release, "liquidation", ref)
+                if net:
+                    ledger.change(INSURANCE_ACCOUNT, coin, net, 0, "liquidation", ref)
+            else:
+                ledger.change(account, coin, net, -release, "close", ref)
+        else:
+            due = -net
+            from_locked = from_free = 0
+            if pos.position_type == ISOLATED:
+                from_locked = min(due, pos.margin)
+                pos.margin -= from_locked
+            else:
+                from_free = min(due, ledger.free(account, coin))
+            due -= from_locked + from_free
+            from_fund = min(due, ledger.free(INSURANCE_ACCOUNT, coin))
+            social = due - from_fund
+            ledger.change(account, coin, -from_free, -release - from_locked, "close", ref)
+            if from_fund:
+                ledger.change(INSURANCE_ACCOUNT, coin, -from_fund, 0, "deficit", ref)
+            if social:
+                self.states[contract.symbol].socialized += social
+        if pnl + social:
+            ledger.change(clearing_account(contract.id), coin, -pnl - social, 0, "pnl", ref)
+        if fee:
+            ledger.change(FEE_ACCOUNT, coin, fee, 0, "fee", ref)
+        if pos.volume == 0:
+            del self.positions[(pos.user, pos.contract, pos.side)]
+            del self.by_contract[pos.contract][pos.id]
+            del self.by_user[pos.user][pos.id]
+            if not self.by_user[pos.user]:
+                del self.by_user[pos.user]
+        self.emit_position(pos)
+
+    # ----------------------------------------------------------------- cancellation
+
+    def find_open(
+        self, user: int, symbol: str, order_id: int | None, client_id: str | None
+    ) -> FuturesOrder | Trigger | None:
+        if order_id is None and client_id:
+            order_id = self.by_client_id.get((user, symbol, client_id))
+        if order_id is None:
+            return None
+        order = self.open_by_user.get(user, {}).get(order_id)
+        if order is not None and order.symbol == symbol:
+            return order
+        trigger = self.triggers.get(order_id)
+        if trigger is not None and trigger.user == user and trigger.contract == symbol:
+            return trigger
+        return None
+
+    def cancel_resting(self, order: FuturesOrder, ts: int) -> FuturesOrderState:
+        self.books[order.symbol].remove(order)
+        order.status = CANCELED
+        order.updated = ts
+        self.end(order)
+        return self.emit_order(order)
+
+    def cancel_user(self, user: int, ts: int, symbol: str | None = None) -> list[int]:
+        """Cancel every open order of ``user`` (on ``symbol``, or all): ids cancelled."""
+        cancelled = []
+        for order in self.open_orders(user, symbol):
+            self.cancel_resting(order, ts)
+            cancelled.append(order.id)
+        return cancelled
+
+    def end(self, order: FuturesOrder) -> None:
+        """The order has ended: release what it holds, free its pending close volume and
+        drop it from the indexes."""
+        if order.held:
+            coin = self.contracts[order.symbol].margin_coin
+            self.ledger.change(order.account, coin, order.held, -order.held, "release", order.id)
+            order.held = 0
+        if order.action == CLOSE:
+            pos = self.positions.get((order.user, order.symbol, opposite(order.side)))
+            if pos is not None:
+                pos.pending_close -= order.qty - order.filled
+        orders = self.open_by_user.get(order.user)
+        if orders is not None and orders.pop(order.id, None) is not None and not orders:
+            del self.open_by_user[order.user]
+        key = (order.user, order.symbol, order.client_id)
+        if order.client_id and self.by_client_id.get(key) == order.id:
+            del self.by_client_id[key]
+
+    # ----------------------------------------------------------------- recovery
+
+    def restore_order(self, state: FuturesOrderState) -> None:
+        order = FuturesOrder.from_state(state)
+        self.books[order.symbol].rest(order)
+        self.open_by_user.setdefault(order.user, {})[order.id] = order
+        if order.client_id:
+            self.by_client_id[(order.user, order.symbol, order.client_id)] = order.id
+
+    def restore_position(self, pos: Position) -> None:
+        """After the open orders: the volume pending close is recounted from them."""
+        pos.pending_close = sum(
+            o.qty - o.filled
+            for o in self.open_orders(pos.user, pos.contract)
+            if o.action == CLOSE and o.side != pos.side
+        )
+        self.positions[(pos.user, pos.contract, pos.side)] = pos
+        self.by_contract[pos.contract][pos.id] = pos
+        self.by_user.setdefault(pos.user, {})[pos.id] = pos
+
+    def restore_trigger(self, trigger: Trigger) -> None:
+        self.triggers[trigger.id] = trigger
+        if trigger.client_id:
+            self.by_client_id[(trigger.user, trigger.contract, trigger.client_id)] = trigger.id
+
+    def all_positions(self) -> Iterator[Position]:
+        for positions in self.by_contract.values():
+            yield from positions.values()

@@ -1,0 +1,227 @@
+"""Index, mark price, premium and funding of perpetual contracts.
+
+- Index: the last price of the configured spot market (rescaled to the contract's ticks), or
+  the price the operator pushed.
+- Premium: once a minute, (mid - index) / index of the contract's book; the funding interval's
+  samples are averaged, and an exponential moving average of (mid - index) feeds the mark.
+- Mark: median(index x (1 + last funding rate x time left / interval), index + average basis,
+  last trade price).
+- Funding, at the end of each interval: rate = premium + clamp(interest - premium, +-0.05 %),
+  clamped to the contract's cap; every open position pays or receives its value at the mark
+  times the rate (longs pay shorts when positive), netting to exactly zero.
+"""
+
+from __future__ import annotations
+
+from tradehall.engine.contracts import RATE_ONE, ContractSpec
+from tradehall.engine.futures import INSURANCE_ACCOUNT, Futures
+from tradehall.engine.futures_model import (
+    ISOLATED,
+    KIND_FUNDING,
+    ContractState,
+    FundingRecord,
+    FuturesChanged,
+    Position,
+    futures_account,
+)
+from tradehall.units import pow10
+
+MINUTE_MS = 60_000
+BASIS_SCALE = 10_000
+"""The moving average of (mid - index) is kept in 1e-4 ticks."""
+BASIS_PERIOD = 30
+"""Samples (minutes) of the basis moving average."""
+INTEREST_BAND = 50_000
+"""0.05 % in 1e-8: how far the interest component may move the rate off the premium."""
+OPERATOR = "operator"
+
+
+def rescale(price: int, from_places: int, to_places: int) -> int:
+    """A price in ticks of ``from_places`` decimals as ticks of ``to_places`` (half up)."""
+    if to_places >= from_places:
+        return price * pow10(to_places - from_places)
+    step = pow10(from_places - to_places)
+    return (price + step // 2) // step
+
+
+def source_index(fx: Futures, contract: ContractSpec) -> int:
+    state = fx.states[contract.symbol]
+    if contract.index_source == OPERATOR:
+        return state.operator_index
+    pair = fx.spot.pairs.get(contract.index_source)
+    last = fx.spot.last_price.get(contract.index_source, 0)
+    if pair is None or not last or (state.operator_index and last == state.operator_spot):
+        # No spot trade yet, or none since the operator pushed a price: the operator's.
+        return state.operator_index
+    return rescale(last, pair.price_precision, contract.price_precision)
+
+
+def mid(fx: Futures, symbol: str) -> int:
+    book = fx.books[symbol]
+    bid, ask = book.bids.best(), book.asks.best()
+    if bid is None or ask is None:
+        return 0
+    return (bid.price + ask.price) // 2
+
+
+def mark_price(contract: ContractSpec, state: ContractState, ts: int) -> int:
+    index = state.index
+    if not index:
+        return state.last
+    interval = contract.funding_interval_ms
+    left = max(0, state.funding_time + interval - ts) if state.funding_time else interval
+    funding_basis = index + index * state.last_funding_rate * left // (RATE_ONE * interval)
+    average_basis = index + state.basis_ema // BASIS_SCALE
+    last = state.last or index
+    return sorted((funding_basis, average_basis, last))[1]
+
+
+def sample(fx: Futures, contract: ContractSpec, state: ContractState, ts: int) -> bool:
+    """Take this minute's premium sample if it is not taken yet. True if state changed."""
+    minute = ts // MINUTE_MS
+    if minute <= state.sample_minute or not state.index:
+        return False
+    state.sample_minute = minute
+    middle = mid(fx, contract.symbol)
+    if not middle:
+        return True
+    basis = middle - state.index
+    state.premium_sum += basis * RATE_ONE // state.index
+    state.premium_samples += 1
+    scaled = basis * BASIS_SCALE
+    if state.basis_samples == 0:
+        state.basis_ema = scaled
+    else:
+        state.basis_ema += (scaled - state.basis_ema) * 2 // (BASIS_PERIOD + 1)
+    state.basis_samples += 1
+    return True
+
+
+def funding_rate(contract: ContractSpec, state: ContractState) -> int:
+    premium = state.premium_sum // state.premium_samples if state.premium_samples else 0
+    interest = max(-INTEREST_BAND, min(INTEREST_BAND, contract.interest_rate - premium))
+    rate = premium + interest
+    return max(-contract.funding_cap, min(contract.funding_cap, rate))
+
+
+def settle_funding(fx: Futures, contract: ContractSpec, state: ContractState, ts: int) -> None:
+    """Apply the rate of the interval just ended to every open position."""
+    rate = funding_rate(contract, state)
+    mark = state.mark
+    state.last_funding_rate = rate
+    state.premium_sum = 0
+    state.premium_samples = 0
+    positions = sorted(fx.by_contract[contract.symbol].values(), key=lambda p: p.id)
+    paid = 0
+    if rate and mark:
+        paid = _exchange_payments(fx, contract, positions, rate, mark, ts)
+    fx.events.append(
+        FuturesChanged(
+            KIND_FUNDING,
+            0,
+            contract.symbol,
+            ts,
+            False,
+            FundingRecord(contract.symbol, ts, rate, mark, paid),
+        )
+    )
+
+
+def _exchange_payments(
+    fx: Futures, contract: ContractSpec, positions: list[Position], rate: int, mark: int, ts: int
+) -> int:
+    """Collect from the paying side, then share exactly what was collected among the
+    receiving side in proportion to what each is owed (largest remainders get the last
+    units). A payer that cannot pay in full is covered by the insurance fund; if even the
+    fund is short, the receivers get less: payments always net to zero."""
+    ledger = fx.ledger
+    coin = contract.margin_coin
+    pay_long = rate > 0
+    magnitude = abs(rate)
+    owed = {p.id: contract.value(p.volume, mark) * magnitude // RATE_ONE for p in positions}
+    collected = 0
+    receivers = []
+    for pos in positions:
+        amount = owed[pos.id]
+        if pos.is_long != pay_long:
+            receivers.append(pos)
+            continue
+        if not amount:
+            continue
+        account = futures_account(pos.user)
+        if pos.position_type == ISOLATED:
+            paid = min(amount, pos.margin)
+            pos.margin -= paid
+            ledger.change(account, coin, 0, -paid, "funding", pos.id)
+        else:
+            paid = min(amount, ledger.free(account, coin))
+            ledger.change(account, coin, -paid, 0, "funding", pos.id)
+        short = amount - paid
+        if short:
+            cover = min(short, ledger.free(INSURANCE_ACCOUNT, coin))
+            if cover:
+                ledger.change(INSURANCE_ACCOUNT, coin, -cover, 0, "funding", pos.id)
+            paid += cover
+        pos.capital_fee -= paid
+        pos.mtime = ts
+        collected += paid
+        fx.emit_position(pos)
+    total_owed = sum(owed[p.id] for p in receivers)
+    if not total_owed:
+        if collected:
+            ledger.change(INSURANCE_ACCOUNT, coin, collected, 0, "funding", 0)
+        return collected
+    shares = {p.id: collected * owed[p.id] // total_owed for p in receivers}
+    rest = collected - sum(shares.values())
+    by_remainder = sorted(receivers, key=lambda p: (-(collected * owed[p.id] % total_owed), p.id))
+    for pos in by_remainder[:rest]:
+        shares[pos.id] += 1
+    for pos in receivers:
+        share = shares[pos.id]
+        if not share:
+            continue
+        account = futures_account(pos.user)
+        if pos.position_type == ISOLATED:
+            pos.margin += share
+            ledger.change(account, coin, 0, share, "funding", pos.id)
+        else:
+            ledger.change(account, coin, share, 0, "funding", pos.id)
+        pos.capital_fee += share
+        pos.mtime = ts
+        fx.emit_position(pos)
+    return collected
+
+
+def refresh(
+    fx: Futures, contract: ContractSpec, ts: int, *, tick: bool, dirty: bool = False
+) -> bool:
+    """Bring index, premium, funding and mark up to ``ts``. ``tick`` (the scheduler's
+    command) also re-reads the index source and samples the premium; ``dirty`` says the
+    state changed already (a trade moved the last price) and must be reported. Returns
+    whether anything changed."""
+    state = fx.states[contract.symbol]
+    changed = dirty
+    interval = contract.funding_interval_ms
+    if tick:
+        index = source_index(fx, contract)
+        if index and index != state.index:
+            state.index = index
+            changed = True
+        changed |= sample(fx, contract, state, ts)
+        start = ts // interval * interval
+        if not state.funding_time:
+            state.funding_time = start
+            changed = True
+        elif start > state.funding_time:
+            # Funding is due (once, also after a downtime that missed several times).
+            state.mark = mark_price(contract, state, ts)
+            settle_funding(fx, contract, state, start)
+            state.funding_time = start
+            changed = True
+    mark = mark_price(contract, state, ts)
+    moved = mark != state.mark
+    if moved:
+        state.mark = mark
+    if moved or changed:
+        fx.emit_state(state)
+    return moved or changed

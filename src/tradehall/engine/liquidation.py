@@ -1,0 +1,236 @@
+"""Liquidation of futures positions, the insurance fund and auto-deleveraging (ADL).
+
+- Isolated: a position is liquidated when margin + unrealized P&L <= maintenance margin.
+- Cross: all of a user's cross positions in a margin coin are liquidated when the cross
+  equity (free cash, order holds and cross margins, plus cross unrealized P&L) is at or
+  below the sum of their maintenance margins.
+
+Liquidating a position cancels the user's open orders on the contract (cross: on every
+contract of the margin coin), then closes it through the book with an IOC order no worse
+than the bankruptcy price. What the fills leave over the bankruptcy price goes to the
+insurance fund; a deficit (the close fee, rounding) is paid from it. Volume the book cannot
+take at that price is closed against opposite positions ranked by profit x effective
+leverage (ADL): at the mark price when the insurance fund can pay the difference between
+mark and bankruptcy, otherwise at the bankruptcy price, so no loss is left unpaid.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from tradehall.engine.contracts import ContractSpec
+from tradehall.engine.futures import INSURANCE_ACCOUNT, Futures, opposite
+from tradehall.engine.futures_model import (
+    BY_ADL,
+    BY_LIQUIDATION,
+    CLOSE,
+    CROSS,
+    ISOLATED,
+    FuturesOrder,
+    Position,
+    futures_account,
+)
+from tradehall.engine.futures_risk import bankruptcy_limit, maintenance, unrealized
+from tradehall.engine.orders import CANCELED, FILLED, GTC, IOC, LIMIT, MARKET
+
+MAX_ROUNDS = 1000
+"""Bound on liquidation rounds per command (each round liquidates at least one position)."""
+
+
+def cross_equity(fx: Futures, user: int, coin: str) -> tuple[int, int]:
+    """(equity, maintenance) of a user's cross positions in ``coin``."""
+    account = futures_account(user)
+    free, locked = fx.ledger.get(account, coin)
+    equity = free + locked
+    needed = 0
+    for pos in fx.user_positions(user):
+        contract = fx.contracts[pos.contract]
+        if contract.margin_coin != coin:
+            continue
+        if pos.position_type == ISOLATED:
+            equity -= pos.margin
+            continue
+        mark = fx.states[pos.contract].mark
+        equity += unrealized(contract, pos, mark)
+        needed += maintenance(contract, pos, mark)
+    return equity, needed
+
+
+def cross_margin_for(fx: Futures, pos: Position) -> int:
+    """The margin standing behind a cross position: the account's cross equity without
+    this position's own unrealized P&L."""
+    contract = fx.contracts[pos.contract]
+    equity, _ = cross_equity(fx, pos.user, contract.margin_coin)
+    return equity - unrealized(contract, pos, fx.states[pos.contract].mark)
+
+
+def effective_margin(fx: Futures, pos: Position) -> int:
+    return pos.margin if pos.position_type == ISOLATED else cross_margin_for(fx, pos)
+
+
+def _isolated_due(fx: Futures, contract: ContractSpec, pos: Position, mark: int) -> bool:
+    return pos.margin + unrealized(contract, pos, mark) <= maintenance(contract, pos, mark)
+
+
+def sweep(fx: Futures, symbols: list[str], ts: int) -> int:
+    """Liquidate every position the current marks call for, until none is left.
+    Returns how many liquidations ran."""
+    for count in range(MAX_ROUNDS):
+        target = _next_due(fx, symbols)
+        if target is None:
+            return count
+        kind, pos = target
+        if kind == ISOLATED:
+            liquidate_isolated(fx, pos, ts)
+        else:
+            liquidate_cross(fx, pos.user, fx.contracts[pos.contract].margin_coin, ts)
+    raise AssertionError("liquidation did not settle")
+
+
+def _next_due(fx: Futures, symbols: list[str]) -> tuple[int, Position] | None:
+    checked_cross: set[tuple[int, str]] = set()
+    for symbol in symbols:
+        contract = fx.contracts[symbol]
+        mark = fx.states[symbol].mark
+        if not mark:
+            continue
+        for pos in sorted(fx.by_contract[symbol].values(), key=lambda p: p.id):
+            if pos.position_type == ISOLATED:
+                if _isolated_due(fx, contract, pos, mark):
+                    return ISOLATED, pos
+                continue
+            key = (pos.user, contract.margin_coin)
+            if key in checked_cross:
+                continue
+            checked_cross.add(key)
+            equity, needed = cross_equity(fx, pos.user, contract.margin_coin)
+            if equity <= needed:
+                return CROSS, pos
+    return None
+
+
+def liquidate_isolated(fx: Futures, pos: Position, ts: int) -> None:
+    fx.cancel_user(pos.user, ts, pos.contract)
+    _close_out(fx, pos, ts)
+
+
+def liquidate_cross(fx: Futures, user: int, coin: str, ts: int) -> None:
+    for symbol, contract in fx.contracts.items():
+        if contract.margin_coin == coin:
+            fx.cancel_user(user, ts, symbol)
+    for pos in fx.user_positions(user):
+        if pos.position_type == CROSS and fx.contracts[pos.contract].margin_coin == coin:
+            _close_out(fx, pos, ts)
+    # The account was bankrupt at the bankruptcy prices: what its cross cash still holds
+    # is the surplus of closing better than that, and goes to the fund.
+    account = futures_account(user)
+    left = fx.ledger.free(account, coin)
+    if left > 0:
+        fx.ledger.change(account, coin, -left, 0, "liquidation", user)
+        fx.ledger.change(INSURANCE_ACCOUNT, coin, left, 0, "liquidation", user)
+
+
+def _close_out(fx: Futures, pos: Position, ts: int) -> None:
+    contract = fx.contracts[pos.contract]
+    pos.liquidated = True
+    limit = bankruptcy_limit(contract, pos, effective_margin(fx, pos))
+    if limit:
+        order = _closing_order(fx, pos, LIMIT, IOC, limit, pos.volume, BY_LIQUIDATION, ts)
+    else:
+        order = _closing_order(fx, pos, MARKET, GTC, 0, pos.volume, BY_LIQUIDATION, ts)
+    fx.match(contract, fx.books[contract.symbol], order)
+    if order.filled < order.qty:
+        deleverage(fx, contract, order, pos, ts)
+    order.status = FILLED if order.filled == order.qty else CANCELED
+    fx.end(order)
+    fx.emit_order(order)
+
+
+def _closing_order(
+    fx: Futures,
+    pos: Position,
+    type: str,
+    tif: str,
+    price: int,
+    qty: int,
+    source: str,
+    ts: int,
+) -> FuturesOrder:
+    """An order the engine places to close ``qty`` of ``pos`` (counted as pending close)."""
+    order = FuturesOrder(
+        fx.spot.next_order_id,
+        futures_account(pos.user),
+        pos.contract,
+        opposite(pos.side),
+        type,
+        tif,
+        price,
+        qty,
+        0,
+        "",
+        ts,
+        user=pos.user,
+        action=CLOSE,
+        position_type=pos.position_type,
+        leverage=pos.leverage,
+        source=source,
+    )
+    fx.spot.next_order_id += 1
+    pos.pending_close += qty
+    return order
+
+
+def _adl_rank(contract: ContractSpec, pos: Position, mark: int) -> tuple[Decimal, int]:
+    """Profit ratio x effective leverage (highest first), then position id."""
+    upnl = unrealized(contract, pos, mark)
+    margin = max(pos.margin, 1)
+    equity = margin + upnl
+    value = contract.value(pos.volume, mark)
+    if equity <= 0:
+        score = Decimal(upnl) / margin * Decimal(value)
+    else:
+        score = Decimal(upnl) / margin * Decimal(value) / Decimal(equity)
+    return -score, pos.id
+
+
+def deleverage(
+    fx: Futures, contract: ContractSpec, order: FuturesOrder, pos: Position, ts: int
+) -> None:
+    """Close the rest of a liquidation order against opposite positions."""
+    state = fx.states[contract.symbol]
+    mark = state.mark
+    left = order.qty - order.filled
+    bankrupt = bankruptcy_limit(contract, pos, effective_margin(fx, pos))
+    price = bankrupt or mark
+    if mark and _fund_covers(fx, contract, pos, left, mark):
+        price = mark
+    counterparts = sorted(
+        (p for p in fx.by_contract[contract.symbol].values() if p.side != pos.side),
+        key=lambda p: _adl_rank(contract, p, mark),
+    )
+    for other in counterparts:
+        if left == 0:
+            break
+        take = min(left, other.volume)
+        if other.pending_close > other.volume - take:
+            for resting in fx.open_orders(other.user, contract.symbol):
+                if resting.action == CLOSE and resting.side == opposite(other.side):
+                    fx.cancel_resting(resting, ts)
+        adl = _closing_order(fx, other, MARKET, GTC, 0, take, BY_ADL, ts)
+        fx.fill(contract, None, order, adl, take, price, ts, fees=False)
+        adl.status = FILLED
+        fx.end(adl)
+        fx.emit_order(adl)
+        left -= take
+    if left:
+        raise AssertionError("open interest out of balance: nothing left to deleverage")
+
+
+def _fund_covers(fx: Futures, contract: ContractSpec, pos: Position, qty: int, mark: int) -> bool:
+    """Whether closing ``qty`` of ``pos`` at the mark leaves a loss the fund can pay."""
+    margin = effective_margin(fx, pos)
+    share = margin * qty // pos.volume if pos.volume else 0
+    cost = pos.cost * qty // pos.volume if pos.volume else 0
+    result = share + contract.pnl(pos.is_long, cost, contract.value(qty, mark))
+    deficit = max(0, -result)
+    return fx.ledger.free(INSURANCE_ACCOUNT, contract.margin_coin) >= deficit

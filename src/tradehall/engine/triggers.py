@@ -1,0 +1,167 @@
+"""Conditional futures orders: they wait for the contract's last trade price to reach their
+trigger, then submit their order exactly once.
+
+- 1 stop-loss: a BUY fires when the price is >= the trigger, a SELL when it is <=.
+- 2 take-profit: the reverse (BUY when <=, SELL when >=).
+- 3 trailing buy: the trigger trails the lowest price seen since placement at the initial
+  distance above it; fires when the price rises back to it.
+- 4 trailing sell: the trigger trails the highest price seen at the initial distance below
+  it; fires when the price falls back to it.
+
+A trigger is removed before its order is submitted, so it can never fire twice; if the order
+is refused (no margin, nothing left to close) the trigger ends REJECTED.
+"""
+
+from __future__ import annotations
+
+from tradehall.codes import Code, Reject
+from tradehall.engine.commands import FuturesPlace
+from tradehall.engine.futures import Futures
+from tradehall.engine.futures_model import (
+    BY_TRIGGER,
+    FIRED,
+    STOP_LOSS,
+    TAKE_PROFIT,
+    TRAILING_BUY,
+    TRAILING_SELL,
+    TRIGGER_CANCELED,
+    TRIGGER_FAILED,
+    WAITING,
+    Trigger,
+)
+from tradehall.engine.orders import BUY, SELL
+
+TRIGGER_TYPES = (STOP_LOSS, TAKE_PROFIT, TRAILING_BUY, TRAILING_SELL)
+
+
+def place(fx: Futures, cmd: FuturesPlace) -> Trigger:
+    if cmd.trigger_type not in TRIGGER_TYPES:
+        raise Reject(Code.BAD_PARAM, "triggerType must be 1, 2, 3 or 4")
+    if cmd.trigger_price <= 0:
+        raise Reject(Code.PRICE_RANGE, "triggerPrice must be positive")
+    if cmd.tif != "GTC":
+        raise Reject(Code.BAD_PARAM, "conditional orders take no timeInForce")
+    if cmd.trigger_type == TRAILING_BUY and cmd.side != BUY:
+        raise Reject(Code.BAD_SIDE, "a trailing buy (3) is a BUY order")
+    if cmd.trigger_type == TRAILING_SELL and cmd.side != SELL:
+        raise Reject(Code.BAD_SIDE, "a trailing sell (4) is a SELL order")
+    # The order it will submit must be valid as far as it can be known now; margin and the
+    # position to close are checked when it fires.
+    contract, setting = fx.validate(cmd, conditional=True)
+    state = fx.states[contract.symbol]
+    price = state.last or state.mark
+    distance = 0
+    best = 0
+    if cmd.trigger_type in (TRAILING_BUY, TRAILING_SELL):
+        if not price:
+            raise Reject(Code.BAD_PARAM, "no price yet to trail: the contract has not traded")
+        distance = (
+            cmd.trigger_price - price
+            if cmd.trigger_type == TRAILING_BUY
+            else price - cmd.trigger_price
+        )
+        if distance <= 0:
+            where = "above" if cmd.trigger_type == TRAILING_BUY else "below"
+            raise Reject(Code.PRICE_RANGE, f"a trailing trigger must be {where} the last price")
+        best = price
+    elif price and _reached(cmd.trigger_type, cmd.side, cmd.trigger_price, price):
+        raise Reject(Code.PRICE_RANGE, "the trigger price is already reached")
+    trigger = Trigger(
+        fx.spot.next_order_id,
+        cmd.user,
+        contract.symbol,
+        cmd.trigger_type,
+        cmd.trigger_price,
+        distance,
+        best,
+        cmd.side,
+        cmd.action,
+        cmd.type,
+        cmd.price,
+        cmd.volume,
+        cmd.money,
+        cmd.position_type or setting.position_type,
+        setting.leverage,
+        cmd.client_id,
+        cmd.ts,
+        WAITING,
+        cmd.ts,
+    )
+    fx.spot.next_order_id += 1
+    fx.restore_trigger(trigger)
+    fx.emit_trigger(trigger)
+    return trigger
+
+
+def _reached(trigger_type: int, side: str, trigger: int, price: int) -> bool:
+    rising = (trigger_type == STOP_LOSS) == (side == BUY)
+    return price >= trigger if rising else price <= trigger
+
+
+def cancel(fx: Futures, trigger: Trigger, ts: int) -> Trigger:
+    _drop(fx, trigger)
+    trigger.status = TRIGGER_CANCELED
+    trigger.updated = ts
+    fx.emit_trigger(trigger)
+    return trigger
+
+
+def _drop(fx: Futures, trigger: Trigger) -> None:
+    del fx.triggers[trigger.id]
+    key = (trigger.user, trigger.contract, trigger.client_id)
+    if trigger.client_id and fx.by_client_id.get(key) == trigger.id:
+        del fx.by_client_id[key]
+
+
+def due(fx: Futures, symbol: str) -> list[Trigger]:
+    """Move trailing triggers with the last price and return those it reaches (by id)."""
+    price = fx.states[symbol].last
+    if not price:
+        return []
+    fired = []
+    for trigger in sorted(fx.triggers.values(), key=lambda t: t.id):
+        if trigger.contract != symbol:
+            continue
+        if trigger.trigger_type == TRAILING_BUY:
+            if price < trigger.best:
+                trigger.best = price
+                trigger.trigger_price = price + trigger.distance
+                fx.emit_trigger(trigger)
+            if price >= trigger.trigger_price:
+                fired.append(trigger)
+        elif trigger.trigger_type == TRAILING_SELL:
+            if price > trigger.best:
+                trigger.best = price
+                trigger.trigger_price = price - trigger.distance
+                fx.emit_trigger(trigger)
+            if price <= trigger.trigger_price:
+                fired.append(trigger)
+        elif _reached(trigger.trigger_type, trigger.side, trigger.trigger_price, price):
+            fired.append(trigger)
+    return fired
+
+
+def fire(fx: Futures, trigger: Trigger, ts: int) -> None:
+    _drop(fx, trigger)
+    trigger.updated = ts
+    cmd = FuturesPlace(
+        ts,
+        trigger.user,
+        trigger.contract,
+        trigger.side,
+        trigger.action,
+        trigger.type,
+        price=trigger.price,
+        volume=trigger.volume,
+        money=trigger.money,
+        position_type=trigger.position_type,
+        client_id=trigger.client_id,
+    )
+    try:
+        state = fx.place(cmd, source=BY_TRIGGER, trigger_id=trigger.id)
+    except Reject:
+        trigger.status = TRIGGER_FAILED
+    else:
+        trigger.status = FIRED
+        trigger.order_id = state.id
+    fx.emit_trigger(trigger)

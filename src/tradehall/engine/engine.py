@@ -323,13 +323,19 @@ class Engine:
         """After prices may have moved: new marks, liquidations, then triggers, until the
         contracts are quiet (each round's trades can move the price again)."""
         fx = self.futures
-        for symbol in symbols:
+        pending = list(symbols)
+        for _ in range(liquidation.MAX_ROUNDS):
+            if not pending:
+                return
+            symbol = pending.pop(0)
             contract = fx.contracts[symbol]
-            dirty = traded
+            dirty = traded or symbol not in symbols
             for _ in range(liquidation.MAX_ROUNDS):
                 futures_prices.refresh(fx, contract, ts, tick=False, dirty=dirty)
                 dirty = False
                 if liquidation.sweep(fx, [symbol], ts):
+                    # A cross liquidation may have traded on other contracts too.
+                    pending.extend(s for s in fx.contracts if s != symbol and s not in pending)
                     dirty = True
                     continue
                 fired = triggers.due(fx, symbol)
@@ -338,6 +344,7 @@ class Engine:
                 for trigger in fired:
                     triggers.fire(fx, trigger, ts)
                 dirty = True
+        raise AssertionError("futures prices did not settle")
 
     def _futures_cancel(self, cmd: FuturesCancel) -> FuturesOrderState | Trigger:
         fx = self.futures

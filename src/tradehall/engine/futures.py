@@ -387,20 +387,21 @@ class Futures:
                 left = budget // contract.money(1, level.price)
                 if left == 0:
                     break
-            take = 0
+            offered = 0
             node = level.head
-            while node is not None and take < left:
+            while node is not None:
                 if node.account != account:
-                    take += min(node.qty - node.filled, left - take)
+                    offered += node.qty - node.filled
                 node = node.next
+            take = min(offered, left)
             if take:
                 fills.append((level.price, take))
                 if money:
                     budget -= contract.money(take, level.price)
                 else:
                     left -= take
-            if not money and left == 0:
-                break
+            if take < offered or (not money and left == 0):
+                break  # matching never reaches past a level it does not empty
         return fills
 
     @staticmethod
@@ -617,7 +618,10 @@ class Futures:
         fee = value * rate // RATE_ONE if fees else 0
         pos = self.positions[(order.user, order.symbol, opposite(order.side))]
         pos.pending_close -= qty
-        self.close_part(contract, pos, qty, value, fee, ref, ts, order.source == BY_LIQUIDATION)
+        # An isolated position's leftovers go to the fund fill by fill; a cross account's
+        # once all its cross positions are closed (liquidation.liquidate_cross).
+        to_fund = order.source == BY_LIQUIDATION and pos.position_type == ISOLATED
+        self.close_part(contract, pos, qty, value, fee, ref, ts, to_fund)
         return fee
 
     def _position_to_open(self, order: FuturesOrder, ts: int) -> Position:

@@ -118,8 +118,15 @@ def liquidate_cross(fx: Futures, user: int, coin: str, ts: int) -> None:
     for symbol, contract in fx.contracts.items():
         if contract.margin_coin == coin:
             fx.cancel_user(user, ts, symbol)
-    for pos in fx.user_positions(user):
-        if pos.position_type == CROSS and fx.contracts[pos.contract].margin_coin == coin:
+    cross = [
+        pos
+        for pos in fx.user_positions(user)
+        if pos.position_type == CROSS and fx.contracts[pos.contract].margin_coin == coin
+    ]
+    # Gains first, so that they are in the account's cash before the losses draw on it.
+    cross.sort(key=lambda p: (-unrealized(fx.contracts[p.contract], p, fx.mark(p.contract)), p.id))
+    for pos in cross:
+        if pos.volume:  # auto-deleveraging may have closed it against the account's other side
             _close_out(fx, pos, ts)
     # The account was bankrupt at the bankruptcy prices: what its cross cash still holds
     # is the surplus of closing better than that, and goes to the fund.

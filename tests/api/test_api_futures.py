@@ -321,7 +321,6 @@ def test_public_endpoints_and_the_market_address(env: Env) -> None:
     assert ok(public(env, F + "/depth", {"contractName": BTC, "limit": 1}))["asks"] == [
         ["30000.0", "3"]
     ]
-
     ticker = ok(public(env, F + "/ticker", {"contractName": BTC}))
     assert ticker == {
         "time": env.clock.now,
@@ -1044,3 +1043,16 @@ def test_client_futures_methods(env: Env) -> None:
     assert client.futures_index(BTC)["markPrice"] == 30000
     assert client.futures_ticker_all()[0]["vol"] == "10"
     assert client.futures_klines(BTC, "1h", 1)[0]["vol"] == "10"
+
+
+def test_depth_follows_the_book_behind_its_cache(env: Env) -> None:
+    """The rendered depth is kept per book version: fills and new orders show at once."""
+    set_index(env, "30000")
+    maker, taker = trader(env), trader(env)
+    placed(order(maker, "SELL", "OPEN", 5, "30000"))
+    query = {"contractName": BTC, "limit": 1}
+    assert ok(public(env, F + "/depth", query))["asks"] == [["30000.0", "5"]]
+    placed(order(taker, "BUY", "OPEN", 2, "30000"))
+    assert ok(public(env, F + "/depth", query))["asks"] == [["30000.0", "3"]]
+    placed(order(maker, "SELL", "OPEN", 1, "29999"))
+    assert ok(public(env, F + "/depth", query))["asks"] == [["29999.0", "1"]]

@@ -8,6 +8,7 @@ store's futures documents."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from starlette.routing import Route
@@ -18,7 +19,7 @@ from tradehall.api import wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, Handler, endpoint
 from tradehall.api.params import Params
-from tradehall.api.spot import ping, server_time
+from tradehall.api.spot import cached_depth, interval_of, ping, server_time
 from tradehall.codes import Code, Reject
 from tradehall.engine.commands import (
     AdjustPositionMargin,
@@ -45,7 +46,6 @@ from tradehall.engine.futures_model import (
     futures_account,
 )
 from tradehall.engine.orders import BUY, FOK, GTC, IOC, LIMIT, MARKET, POST_ONLY, SELL
-from tradehall.marketdata import parse_interval
 
 PREFIX = "/futures/open/fapi/v1"
 ROOT = "/fapi/v1"
@@ -80,9 +80,8 @@ async def contracts(call: Call) -> Any:
 
 async def depth(call: Call) -> Any:
     contract = need_contract(call)
-    limit = call.params.limit(100, 100)
     book = call.exchange.engine.futures.books[contract.symbol]
-    return view.depth(contract, call.now, book.bids.depth(limit), book.asks.depth(limit))
+    return cached_depth(call, contract.symbol, book, partial(view.depth, contract))
 
 
 async def ticker(call: Call) -> Any:
@@ -107,16 +106,7 @@ async def index(call: Call) -> Any:
 
 async def klines(call: Call) -> Any:
     contract = need_contract(call)
-    name = call.params.text("interval", required=True)
-    assert name is not None
-    try:
-        interval = parse_interval(name)
-    except ValueError:
-        raise ApiError(
-            Code.BAD_PARAM,
-            f"invalid interval {name!r}; expected 1min, 5min, 15min, 30min, 1h (or 60min),"
-            " 1day, 1week or 1month",
-        ) from None
+    interval = interval_of(call, "1min, 5min, 15min, 30min, 1h (or 60min), 1day, 1week or 1month")
     limit = call.params.limit(100, 300)
     bars = call.exchange.marketdata.klines(contract.symbol, interval, limit, call.now)
     return [view.kline(contract, bar) for bar in bars]

@@ -24,6 +24,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import cast
 
+import msgspec
+
 from tradehall.api import wire
 from tradehall.engine.contracts import MONEY_DECIMALS, RATE_ONE, ContractSpec
 from tradehall.engine.events import Trade
@@ -170,16 +172,8 @@ def ticker(contract: ContractSpec, t: TickerStats, now_ms: int) -> wire.FuturesT
 
 
 def ticker_item(contract: ContractSpec, t: TickerStats, now_ms: int) -> wire.FuturesTickerItem:
-    pp = contract.price_precision
-    return wire.FuturesTickerItem(
-        now_ms,
-        format_units(t.high, pp),
-        format_units(t.low, pp),
-        format_units(t.last, pp),
-        str(t.volume),
-        t.rose,
-        contract.symbol,
-    )
+    fields = msgspec.structs.asdict(ticker(contract, t, now_ms))
+    return wire.FuturesTickerItem(**fields, contract_name=contract.symbol)
 
 
 def kline(contract: ContractSpec, bar: Bar) -> wire.Kline:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -12,11 +14,12 @@ from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, endpoint
 from tradehall.api.params import Params, parse_int
 from tradehall.codes import Code, Reject
+from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import CancelBatch, CancelOrder, PlaceBatch, PlaceOrder
 from tradehall.engine.engine import BatchCancelReply
 from tradehall.engine.markets import PairSpec
 from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL, TIME_IN_FORCE, OrderState
-from tradehall.marketdata import parse_interval
+from tradehall.marketdata import Interval, parse_interval
 from tradehall.units import pow10
 
 PREFIX = "/spot/open/sapi/v1"
@@ -50,25 +53,45 @@ async def symbols(call: Call) -> Any:
 _DEPTH_HEAD = b'{"time":'
 
 
-async def depth(call: Call) -> Any:
-    """Formatting a hundred levels a side is most of the work, and the book changes far less
+DepthRender = Callable[[int, list[tuple[int, int]], list[tuple[int, int]]], Any]
+"""(time, bids, asks) -> the depth answer of one market."""
+
+
+def cached_depth(call: Call, symbol: str, book: OrderBook, render: DepthRender) -> Any:
+    """Formatting a hundred levels a side is most of the work, and a book changes far less
     often than it is read: the levels are rendered once per (symbol, limit) and book version
-    (``Exchange.book_versions``) and only the time, the server's now, is spliced in."""
-    pair = pair_of(call)
+    (``Exchange.book_versions``) and only the time, the server's now, is spliced in. Serves
+    spot and futures books alike."""
     limit = call.params.limit(100, 100)
     exchange = call.exchange
-    book = exchange.engine.spot.books[pair.symbol]
-    stamp = (exchange.book_versions.get(pair.symbol), len(book.orders), exchange.engine)
+    stamp = (exchange.book_versions.get(symbol), len(book.orders), exchange.engine)
     views = call.state.views
-    view_key = ("depth", pair.symbol, limit)
+    view_key = ("depth", symbol, limit)
     cached = views.get(view_key)
     if cached is None or cached[0] != stamp:
         bids, asks = book.bids.depth(limit), book.asks.depth(limit)
-        full = msgspec.json.encode(wire.depth(pair, 0, bids, asks))
+        full = msgspec.json.encode(render(0, bids, asks))
         if not full.startswith(_DEPTH_HEAD + b"0,"):  # the shape no longer starts with time
-            return wire.depth(pair, call.now, bids, asks)
+            return render(call.now, bids, asks)
         cached = views[view_key] = (stamp, full[len(_DEPTH_HEAD) + 1 :])
     return b"".join((_DEPTH_HEAD, str(call.now).encode(), cached[1]))
+
+
+async def depth(call: Call) -> Any:
+    pair = pair_of(call)
+    book = call.exchange.engine.spot.books[pair.symbol]
+    return cached_depth(call, pair.symbol, book, partial(wire.depth, pair))
+
+
+def interval_of(call: Call, names: str) -> Interval:
+    """The ``interval`` parameter of a klines request; ``names`` lists the accepted ones
+    for the error message."""
+    name = call.params.text("interval", required=True)
+    assert name is not None
+    try:
+        return parse_interval(name)
+    except ValueError:
+        raise ApiError(Code.BAD_PARAM, f"invalid interval {name!r}; expected {names}") from None
 
 
 async def ticker(call: Call) -> Any:
@@ -85,16 +108,7 @@ async def trades(call: Call) -> Any:
 
 async def klines(call: Call) -> Any:
     pair = pair_of(call)
-    name = call.params.text("interval", required=True)
-    assert name is not None
-    try:
-        interval = parse_interval(name)
-    except ValueError:
-        raise ApiError(
-            Code.BAD_PARAM,
-            f"invalid interval {name!r}; expected 1min, 5min, 15min, 30min, 60min (or 1h),"
-            " 1day, 1week or 1month",
-        ) from None
+    interval = interval_of(call, "1min, 5min, 15min, 30min, 60min (or 1h), 1day, 1week or 1month")
     limit = call.params.limit(100, 300)
     bars = call.exchange.marketdata.klines(pair.symbol, interval, limit, call.now)
     return [wire.kline(pair, bar) for bar in bars]

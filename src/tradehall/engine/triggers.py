@@ -29,7 +29,7 @@ from tradehall.engine.futures_model import (
     WAITING,
     Trigger,
 )
-from tradehall.engine.orders import BUY, SELL
+from tradehall.engine.orders import BUY, GTC, SELL
 
 TRIGGER_TYPES = (STOP_LOSS, TAKE_PROFIT, TRAILING_BUY, TRAILING_SELL)
 
@@ -39,7 +39,7 @@ def place(fx: Futures, cmd: FuturesPlace) -> Trigger:
         raise Reject(Code.BAD_PARAM, "triggerType must be 1, 2, 3 or 4")
     if cmd.trigger_price <= 0:
         raise Reject(Code.PRICE_RANGE, "triggerPrice must be positive")
-    if cmd.tif != "GTC":
+    if cmd.tif != GTC:
         raise Reject(Code.BAD_PARAM, "conditional orders take no timeInForce")
     if cmd.trigger_type == TRAILING_BUY and cmd.side != BUY:
         raise Reject(Code.BAD_SIDE, "a trailing buy (3) is a BUY order")

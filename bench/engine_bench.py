@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from bench.bare_book import bare_pass
 from bench.common import MID_TICKS, SYMBOL, percentiles
 from tradehall.codes import Reject
 from tradehall.config import load_config
@@ -440,7 +441,19 @@ def run(spec: EngineSpec, log: Any = print) -> dict[str, Any]:
     throughput = throughput_pass(engine, cmds)
     log(f"  engine: throughput {throughput['commands_per_s']:,.0f} commands/s")
     same_tp = _same_state(engine, shadow)
+    engine_live = set(engine.spot.books[SYMBOL].orders)
     del engine
+    gc.collect()
+
+    bare, bare_live = bare_pass(
+        seed, cmds, markets.pairs[SYMBOL].quote_per_tick_lot, Engine(markets).spot.next_order_id
+    )
+    bare["same_book_as_engine"] = bare_live == engine_live
+    bare["engine_share"] = _share(throughput, bare)
+    log(
+        f"  engine: bare book {bare['commands_per_s']:,.0f} commands/s"
+        f" (the engine does {bare['engine_share']:.0%} of that)"
+    )
     gc.collect()
 
     k = min(spec.profile_commands, len(cmds))
@@ -461,9 +474,17 @@ def run(spec: EngineSpec, log: Any = print) -> dict[str, Any]:
         "timer_overhead_ns": timer_overhead_ns(),
         "latency": latency,
         "throughput": throughput,
+        "bare_book": bare,
         "deterministic_replay": {"latency_pass": same, "throughput_pass": same_tp},
         "profile": profile,
     }
+
+
+def _share(throughput: dict[str, Any], bare: dict[str, Any]) -> float:
+    """The engine's rate as a share of the bare book's, per CPU-second when both have it."""
+    if throughput.get("commands_per_cpu_s") and bare.get("commands_per_cpu_s"):
+        return float(throughput["commands_per_cpu_s"] / bare["commands_per_cpu_s"])
+    return float(throughput["commands_per_s"] / bare["commands_per_s"])
 
 
 def _same_state(engine: Engine, shadow: Engine) -> bool | None:

@@ -11,9 +11,10 @@ One data folder is built and measured at each size of the open book:
    trades have no ledger rows: recovery never reads the ledger.
 2. Users with an API key each, funded by deposits (through the exchange).
 3. Open orders, through the exchange, committed in batches of 50,000, until the next size.
-4. At each size: ``Exchange.recover()`` timed in a fresh process (``repeats`` times; the OS page
-   cache is warm, as on a restart of a running machine), ``store.load`` timed alone, the RSS,
-   and the wall time of a real ``tradehall serve`` from spawn to its first answer.
+4. At each size: the recovery of ``tradehall serve`` (``Exchange.recover()`` and the freeze
+   that follows it) timed in a fresh process (``repeats`` times; the OS page cache is warm, as
+   on a restart of a running machine), ``store.load`` timed alone, the RSS, and the wall time
+   of a real ``tradehall serve`` from spawn to its first answer.
 
     python -m bench.recovery probe DB_PATH     # one timed recovery, prints JSON
 """
@@ -47,6 +48,7 @@ from tradehall.datadir import DataDir
 from tradehall.engine.commands import Deposit, PlaceOrder
 from tradehall.exchange import Exchange
 from tradehall.marketdata import INTERVALS, bar_open
+from tradehall.server import recover_for_serving
 from tradehall.store.sqlite import SQLiteStore
 
 T_HISTORY = 1_690_000_000_000
@@ -69,7 +71,9 @@ class RecoverySpec:
 
 
 def probe(db_path: str) -> dict[str, Any]:
-    """One recovery in this (fresh) process."""
+    """One recovery in this (fresh) process, as ``tradehall serve`` does it
+    (``recover_for_serving``: ``Exchange.recover()``, then what it built frozen out of the
+    garbage collector's sight before the collector runs again)."""
     rss0 = rss_bytes()
     cfg = load_config()
     t0 = time.perf_counter()
@@ -77,7 +81,7 @@ def probe(db_path: str) -> dict[str, Any]:
     store.migrate()
     box = DataDir(Path(db_path).parent).secret_box()
     exchange = Exchange(cfg, store, secret_box=box)
-    exchange.recover()
+    recover_for_serving(exchange)
     recover_s = time.perf_counter() - t0
     rss1 = rss_bytes()
     open_orders = sum(len(v) for v in exchange.engine.spot.by_account.values())

@@ -418,7 +418,11 @@ def profile_server(spec: WireSpec, plan: dict[str, Any], work: Path) -> dict[str
         kill(proc, grace=60)
         shutil.rmtree(data_dir, ignore_errors=True)
     summary = summarize_profile(prof, work / "server_profile.txt")
+    statuses = run["closed"].get("statuses", {})
     summary["place_closed_loop_rps_under_profiler"] = run["closed"]["throughput"]
+    summary["place_closed_loop_statuses"] = statuses
+    if set(statuses) - {"200"}:  # refused placements would profile the refusal instead
+        summary["warning"] = f"placements were not all accepted: {statuses}"
     return summary
 
 

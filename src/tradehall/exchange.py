@@ -23,7 +23,7 @@ from tradehall.engine.futures_model import KIND_ORDER, FuturesChanged
 from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
-from tradehall.store.base import Store, StoreError
+from tradehall.store.base import Store, StoreError, collector_paused
 from tradehall.store.batch import ACCRUED_HOUR, Batch, KeyRow, UserRow
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -80,7 +80,12 @@ class Exchange:
     # ----------------------------------------------------------------- recovery
 
     def recover(self) -> None:
-        """Load the store's state into this (fresh) exchange."""
+        """Load the store's state into this (fresh) exchange (with the garbage collector
+        paused: see ``collector_paused``)."""
+        with collector_paused():
+            self._recover()
+
+    def _recover(self) -> None:
         pairs = self.config.markets.pairs
         symbols = [*pairs, *self.config.markets.contracts]
         snap = self.store.load(symbols, {i.name: keep_for(i) for i in INTERVALS})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ from tradehall.api.app import create_app
 from tradehall.config import Config
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.store.base import collector_paused
 from tradehall.store.factory import open_store
 
 
@@ -63,6 +65,17 @@ def url_for(host: str, port: int) -> str:
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
+def recover_for_serving(exchange: Exchange) -> None:
+    """``exchange.recover()``, then everything it built (books, balances, users...), which
+    lives as long as the server, moved out of the garbage collector's sight (``gc.freeze``)
+    before the collector runs again: no collection ever traverses it, neither the one that
+    would otherwise follow recovery at once (every object recovery built is young) nor the
+    full ones later on."""
+    with collector_paused():
+        exchange.recover()
+        gc.freeze()
+
+
 def run(
     cfg: Config,
     datadir: DataDir,
@@ -80,7 +93,7 @@ def run(
         store.migrate()
         debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")
         exchange = Exchange(cfg, store, secret_box=datadir.secret_box(), check_invariants=debug)
-        exchange.recover()
+        recover_for_serving(exchange)
         exchange.commit_now()  # secrets found in clear (older stores) are sealed at once
         demo_info = None
         if demo:

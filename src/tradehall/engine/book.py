@@ -118,15 +118,41 @@ class OrderBook:
         return self.asks if side == BUY else self.bids
 
     def rest(self, order: Order) -> None:
-        self.side_of(order.side).level_for(order.price).append(order)
+        """Put ``order`` at the back of its price level (a new level if there is none)."""
+        side = self.bids if order.side == BUY else self.asks
+        price = order.price
+        level = side.levels.get(price)
+        if level is None:
+            level = side.level_for(price)
+        # Level.append, inlined: resting is half of all commands.
+        tail = level.tail
+        order.prev = tail
+        order.next = None
+        if tail is None:
+            level.head = order
+        else:
+            tail.next = order
+        level.tail = order
+        level.total += order.qty - order.filled
         self.orders[order.id] = order
 
     def remove(self, order: Order) -> None:
         """Take a resting order off the book (cancel, or fully filled)."""
-        side = self.side_of(order.side)
+        side = self.bids if order.side == BUY else self.asks
         level = side.levels[order.price]
         level.total -= order.qty - order.filled
-        level.unlink(order)
+        # Level.unlink, inlined: every cancel and every filled maker comes here.
+        prev = order.prev
+        following = order.next
+        if prev is None:
+            level.head = following
+        else:
+            prev.next = following
+        if following is None:
+            level.tail = prev
+        else:
+            following.prev = prev
+        order.prev = order.next = None
         if level.head is None:
             side.drop(level)
         del self.orders[order.id]

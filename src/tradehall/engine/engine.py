@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from tradehall.codes import Code, Reject
 from tradehall.engine import futures_prices, liquidation, triggers
 from tradehall.engine.commands import (
@@ -75,12 +77,11 @@ class TransferRecord:
     """Positive for a deposit, negative for a withdrawal."""
 
 
-class Result:
-    __slots__ = ("events", "reply")
+class Result(msgspec.Struct, frozen=True, gc=False):
+    """What ``Engine.apply`` returns (a Struct: a third of the cost of a slotted class)."""
 
-    def __init__(self, events: list[Event], reply: Any) -> None:
-        self.events = events
-        self.reply = reply
+    events: list[Event]
+    reply: Any
 
 
 class InvariantViolation(AssertionError):
@@ -121,12 +122,14 @@ class Engine:
         }
 
     def apply(self, cmd: Command) -> Result:
-        events: list[Event] = []
-        self.ledger.events = events
-        self.spot.events = events
-        self.margin.events = events
-        self.futures.events = events
-        reply = self._handlers[type(cmd)](cmd)
+        sink = self._events  # the one list every part of the engine appends to
+        try:
+            reply = self._handlers[type(cmd)](cmd)
+        except BaseException:
+            sink.clear()  # a refused command changed nothing, so it reports nothing
+            raise
+        events = sink.copy()
+        sink.clear()
         if self.check_invariants:
             from tradehall.engine.audit import check
 
@@ -242,17 +245,17 @@ class Engine:
         return hours
 
     def _cancel(self, cmd: CancelOrder) -> OrderState:
-        self.spot.pair(cmd.symbol)
-        order = self.spot.find_open(cmd.account, cmd.symbol, cmd.order_id, cmd.client_id)
+        spot = self.spot
+        book = spot.book(cmd.symbol)
+        order = spot.find_open(cmd.account, cmd.symbol, cmd.order_id, cmd.client_id)
         if order is None:
             raise Reject(Code.NO_SUCH_ORDER, "no such open order")
-        return self.spot.cancel_resting(self.spot.books[cmd.symbol], order, cmd.ts)
+        return spot.cancel_resting(book, order, cmd.ts)
 
     def _cancel_batch(self, cmd: CancelBatch) -> BatchCancelReply:
-        self.spot.pair(cmd.symbol)
+        book = self.spot.book(cmd.symbol)
         success: list[int] = []
         failed: list[int] = []
-        book = self.spot.books[cmd.symbol]
         for order_id in cmd.order_ids:
             order = self.spot.find_open(cmd.account, cmd.symbol, order_id, None)
             if order is None:

@@ -54,6 +54,26 @@ class Ledger:
             BalanceChanged(account, asset, d_free, d_locked, free, locked, reason, ref)
         )
 
+    def hold(self, account: int, asset: str, amount: int, ref: int) -> None:
+        """Move ``amount`` from free to locked: ``change(account, asset, -amount, amount,
+        "hold", ref)`` for a caller that has checked free covers it (placements)."""
+        bal = self.balances[(account, asset)]
+        free = bal[0] = bal[0] - amount
+        locked = bal[1] = bal[1] + amount
+        self.events.append(
+            BalanceChanged(account, asset, -amount, amount, free, locked, "hold", ref)
+        )
+
+    def release(self, account: int, asset: str, amount: int, ref: int) -> None:
+        """Move ``amount`` from locked back to free: ``change(account, asset, amount, -amount,
+        "release", ref)`` for an order giving back what it still holds."""
+        bal = self.balances[(account, asset)]
+        free = bal[0] = bal[0] + amount
+        locked = bal[1] = bal[1] - amount
+        self.events.append(
+            BalanceChanged(account, asset, amount, -amount, free, locked, "release", ref)
+        )
+
     def deposit(self, account: int, asset: str, amount: int, ref: int) -> None:
         if self.external.get(asset, 0) + amount > MAX_BALANCE:
             raise Reject(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from tradehall.codes import Code, Reject
 from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import PlaceOrder
-from tradehall.engine.events import Event, OrderChanged, Trade, TradeExecuted
+from tradehall.engine.events import BalanceChanged, Event, OrderChanged, Trade, TradeExecuted
 from tradehall.engine.ledger import MAX_BALANCE, Ledger
 from tradehall.engine.markets import FEE_RATE_DECIMALS, PairSpec
 from tradehall.engine.orders import (
@@ -72,54 +72,65 @@ class SpotMarkets:
             raise Reject(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
         return pair
 
+    def book(self, symbol: str) -> OrderBook:
+        book = self.books.get(symbol)
+        if book is None:
+            raise Reject(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
+        return book
+
     def validate(self, cmd: PlaceOrder) -> tuple[PairSpec, Hold]:
         """Check a placement against everything but the balance; return what it must hold."""
-        pair = self.pair(cmd.symbol)
+        pair = self.pairs.get(cmd.symbol)
+        if pair is None:
+            raise Reject(Code.BAD_SYMBOL, f"invalid symbol {cmd.symbol!r}")
         if not pair.trading:
             raise Reject(Code.TRADING_FROZEN, f"trading is suspended on {pair.symbol}")
-        if cmd.side not in (BUY, SELL):
+        side = cmd.side
+        if side != BUY and side != SELL:
             raise Reject(Code.BAD_SIDE, "side must be BUY or SELL")
-        if cmd.type == MARKET:
-            if not pair.market_orders:
-                raise Reject(Code.MARKET_NOT_SUPPORTED, f"market orders are off on {pair.symbol}")
-            if cmd.tif != GTC:
-                raise Reject(Code.BAD_ORDER_TYPE, "timeInForce applies to LIMIT orders only")
-            if cmd.side == BUY:
-                if cmd.quote_qty <= 0 or cmd.quote_qty < pair.min_notional:
-                    raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
-                hold = (pair.quote, cmd.quote_qty)
-            else:
-                self._check_quantity(pair, cmd.qty)
-                hold = (pair.base, cmd.qty * pair.base_per_lot)
-        elif cmd.type == LIMIT:
+        qty = cmd.qty
+        if cmd.type == LIMIT:
             if cmd.tif not in TIME_IN_FORCE:
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce must be GTC, IOC, FOK or POST_ONLY")
-            if cmd.price <= 0:
+            price = cmd.price
+            if price <= 0:
                 raise Reject(Code.PRICE_RANGE, "price must be positive")
-            self._check_quantity(pair, cmd.qty)
-            notional = pair.quote_amount(cmd.price, cmd.qty)
+            if qty <= 0 or qty < pair.min_quantity:
+                raise Reject(Code.BELOW_MINIMUM, "quantity below the minimum")
+            notional = price * qty * pair.quote_per_tick_lot
             if notional > MAX_BALANCE:
                 raise Reject(Code.PRICE_RANGE, "order value out of range")
             if notional < pair.min_notional:
                 raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
-            if cmd.side == BUY:
-                hold = (pair.quote, notional)
+            hold = (pair.quote, notional) if side == BUY else (pair.base, qty * pair.base_per_lot)
+        elif cmd.type == MARKET:
+            if not pair.market_orders:
+                raise Reject(Code.MARKET_NOT_SUPPORTED, f"market orders are off on {pair.symbol}")
+            if cmd.tif != GTC:
+                raise Reject(Code.BAD_ORDER_TYPE, "timeInForce applies to LIMIT orders only")
+            if side == BUY:
+                if cmd.quote_qty <= 0 or cmd.quote_qty < pair.min_notional:
+                    raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+                hold = (pair.quote, cmd.quote_qty)
             else:
-                hold = (pair.base, cmd.qty * pair.base_per_lot)
+                if qty <= 0 or qty < pair.min_quantity:
+                    raise Reject(Code.BELOW_MINIMUM, "quantity below the minimum")
+                hold = (pair.base, qty * pair.base_per_lot)
         else:
             raise Reject(Code.BAD_ORDER_TYPE, "type must be LIMIT or MARKET")
         if hold[1] > MAX_BALANCE:
             raise Reject(Code.BAD_PARAM, "volume out of range")
         if cmd.client_id and (cmd.account, pair.symbol, cmd.client_id) in self.by_client_id:
             raise Reject(Code.BAD_PARAM, "newClientOrderId is already used by an open order")
-        if self._open_count(cmd.account, pair.symbol) >= MAX_OPEN_ORDERS:
+        open_orders = self.by_account.get(cmd.account)
+        # Fewer open orders in total than the per-pair cap is the usual, cheap answer.
+        if (
+            open_orders is not None
+            and len(open_orders) >= MAX_OPEN_ORDERS
+            and self._open_count(cmd.account, pair.symbol) >= MAX_OPEN_ORDERS
+        ):
             raise Reject(Code.TOO_MANY_ORDERS, f"at most {MAX_OPEN_ORDERS} open orders per pair")
         return pair, hold
-
-    @staticmethod
-    def _check_quantity(pair: PairSpec, qty: int) -> None:
-        if qty <= 0 or qty < pair.min_quantity:
-            raise Reject(Code.BELOW_MINIMUM, "quantity below the minimum")
 
     def _open_count(self, account: int, symbol: str) -> int:
         orders = self.by_account.get(account)
@@ -154,42 +165,49 @@ class SpotMarkets:
 
     def place(self, cmd: PlaceOrder, pair: PairSpec, hold: Hold) -> OrderState:
         """Place a validated, funded order: match it, then rest or end it."""
+        order_id = self.next_order_id
+        self.next_order_id = order_id + 1
+        account = cmd.account
+        side = cmd.side
+        price = cmd.price
         order = Order(
-            self.next_order_id,
-            cmd.account,
-            pair.symbol,
-            cmd.side,
-            cmd.type,
-            cmd.tif,
-            cmd.price,
-            cmd.qty,
-            cmd.quote_qty,
-            cmd.client_id,
-            cmd.ts,
-        )
-        self.next_order_id += 1
+            order_id, account, pair.symbol, side, cmd.type, cmd.tif, price, cmd.qty,
+            cmd.quote_qty, cmd.client_id, cmd.ts,
+        )  # fmt: skip
         book = self.books[pair.symbol]
-        if cmd.tif == POST_ONLY and self._would_take(book, order):
+        tif = cmd.tif
+        if tif == POST_ONLY and self._would_take(book, order):
             order.status = REJECTED
             return self._emit(order)
-        if cmd.tif == FOK and self._fillable(book, order) < order.qty:
+        if tif == FOK and self._fillable(book, order) < order.qty:
             order.status = CANCELED
             return self._emit(order)
 
         asset, amount = hold
         order.held = amount
-        self.ledger.change(order.account, asset, -amount, amount, "hold", order.id)
+        self.ledger.hold(account, asset, amount, order_id)
         if order.client_id:
-            self.by_client_id[(order.account, order.symbol, order.client_id)] = order
-        budget_spent = self._match(pair, book, order)
+            self.by_client_id[(account, order.symbol, order.client_id)] = order
+        # Match only when the best opposite price is within reach: most orders rest at once.
+        opposite = book.asks if side == BUY else book.bids
+        keys = opposite.keys
+        budget_spent = False
+        if keys and (
+            not price or (-keys[-1] <= price if opposite is book.asks else keys[-1] >= price)
+        ):
+            budget_spent = self._match(pair, book, order)
 
-        if order.type == LIMIT and order.tif in (GTC, POST_ONLY) and order.filled < order.qty:
+        if order.type == LIMIT and tif in (GTC, POST_ONLY) and order.filled < order.qty:
             order.status = PARTIALLY_FILLED if order.filled else NEW
             book.rest(order)
-            self.by_account.setdefault(order.account, {})[order.id] = order
+            open_orders = self.by_account.get(account)
+            if open_orders is None:
+                self.by_account[account] = {order_id: order}
+            else:
+                open_orders[order_id] = order
             return self._emit(order)
 
-        if order.type == MARKET and order.side == BUY:
+        if order.type == MARKET and side == BUY:
             complete = budget_spent and order.filled > 0
         else:
             complete = order.filled == order.qty
@@ -281,27 +299,46 @@ class SpotMarkets:
         trade_id = self.next_trade_id
         self.next_trade_id += 1
         self.last_price[pair.symbol] = price
-        ledger = self.ledger
+        events = self.events
+        balances = self.ledger.balances
+        base_asset = pair.base
+        quote_asset = pair.quote
 
+        # The ledger entries of a fill, written out (each as Ledger.change would make it):
+        # a fill is most of the work of a crossing order. Both parties' holds exist, and a
+        # hold is never smaller than what a fill takes from it, so nothing can go negative.
         # The buyer's hold is consumed at its own limit (or by the amount spent, for MARKET).
         hold_used = buyer.price * qty * pair.quote_per_tick_lot if buyer.type == LIMIT else quote
         buyer.held -= hold_used
-        ledger.change(buyer.account, pair.quote, hold_used - quote, -hold_used, "trade", trade_id)
-        ledger.change(buyer.account, pair.base, base - buyer_fee, 0, "trade", trade_id)
+        account = buyer.account
+        bal = balances[(account, quote_asset)]
+        bal[0] += hold_used - quote
+        bal[1] -= hold_used
+        events.append(
+            BalanceChanged(
+                account, quote_asset, hold_used - quote, -hold_used, bal[0], bal[1], "trade",
+                trade_id,
+            )
+        )  # fmt: skip
+        self._credit(account, base_asset, base - buyer_fee, "trade", trade_id)
         seller.held -= base
-        ledger.change(seller.account, pair.base, 0, -base, "trade", trade_id)
-        ledger.change(seller.account, pair.quote, quote - seller_fee, 0, "trade", trade_id)
+        account = seller.account
+        bal = balances[(account, base_asset)]
+        bal[1] -= base
+        events.append(
+            BalanceChanged(account, base_asset, 0, -base, bal[0], bal[1], "trade", trade_id)
+        )
+        self._credit(account, quote_asset, quote - seller_fee, "trade", trade_id)
         if buyer_fee:
-            ledger.change(FEE_ACCOUNT, pair.base, buyer_fee, 0, "fee", trade_id)
+            self._credit(FEE_ACCOUNT, base_asset, buyer_fee, "fee", trade_id)
         if seller_fee:
-            ledger.change(FEE_ACCOUNT, pair.quote, seller_fee, 0, "fee", trade_id)
+            self._credit(FEE_ACCOUNT, quote_asset, seller_fee, "fee", trade_id)
 
         for order in (taker, maker):
             order.filled += qty
             order.filled_quote += quote
             order.updated = taker.time
-        level = book.side_of(maker.side).levels[price]
-        level.total -= qty
+        (book.bids if maker.side == BUY else book.asks).levels[price].total -= qty
         if maker.filled == maker.qty:
             maker.status = FILLED
             book.remove(maker)
@@ -310,21 +347,20 @@ class SpotMarkets:
             maker.status = PARTIALLY_FILLED
         self._emit(maker)
         trade = Trade(
-            trade_id,
-            pair.symbol,
-            price,
-            qty,
-            quote,
-            taker.time,
-            taker.side,
-            buyer.id,
-            seller.id,
-            buyer.account,
-            seller.account,
-            buyer_fee,
-            seller_fee,
-        )
-        self.events.append(TradeExecuted(trade))
+            trade_id, pair.symbol, price, qty, quote, taker.time, taker.side, buyer.id,
+            seller.id, buyer.account, seller.account, buyer_fee, seller_fee,
+        )  # fmt: skip
+        events.append(TradeExecuted(trade))
+
+    def _credit(self, account: int, asset: str, amount: int, reason: str, ref: int) -> None:
+        """A ledger entry adding to free (Ledger.change for a credit, which can never make
+        a balance negative)."""
+        key = (account, asset)
+        bal = self.ledger.balances.get(key)
+        if bal is None:
+            bal = self.ledger.balances[key] = [0, 0]
+        free = bal[0] = bal[0] + amount
+        self.events.append(BalanceChanged(account, asset, amount, 0, free, bal[1], reason, ref))
 
     # ----------------------------------------------------------------- cancellation
 
@@ -355,17 +391,23 @@ class SpotMarkets:
         if order.held:
             pair = self.pairs[order.symbol]
             asset = pair.quote if order.side == BUY else pair.base
-            self.ledger.change(order.account, asset, order.held, -order.held, "release", order.id)
+            self.ledger.release(order.account, asset, order.held, order.id)
             order.held = 0
         orders = self.by_account.get(order.account)
         if orders is not None and orders.pop(order.id, None) is not None and not orders:
             del self.by_account[order.account]
-        key = (order.account, order.symbol, order.client_id)
-        if order.client_id and self.by_client_id.get(key) is order:
-            del self.by_client_id[key]
+        if order.client_id:
+            key = (order.account, order.symbol, order.client_id)
+            if self.by_client_id.get(key) is order:
+                del self.by_client_id[key]
 
     def _emit(self, order: Order) -> OrderState:
-        state = order.snapshot()
+        # Order.snapshot, inlined: every order change of every command comes here.
+        state = OrderState(
+            order.id, order.account, order.symbol, order.side, order.type, order.tif,
+            order.price, order.qty, order.quote_qty, order.filled, order.filled_quote,
+            order.held, order.status, order.client_id, order.time, order.updated,
+        )  # fmt: skip
         self.events.append(OrderChanged(state))
         return state
 

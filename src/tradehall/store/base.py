@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
@@ -25,6 +28,20 @@ FuturesDoc = FuturesOrderState | Position | Trigger | Setting | ContractState | 
 
 class StoreError(Exception):
     """The store could not do what was asked (the write's outcome is unknown)."""
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The garbage collector off for the block (then as it was before). Loading a store
+    builds millions of objects that all stay alive: with the collector on, each few hundred of
+    them would start a collection, and the full ones would traverse everything built so far."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ import psycopg
 from psycopg import conninfo
 
 from tradehall.store.base import StoreError
+from tradehall.store.schema import POSTGRESQL
 from tradehall.store.sql import Row, SQLStore
 
 PgConnection = psycopg.Connection[tuple[Any, ...]]
@@ -46,6 +47,7 @@ def lock_key(schema: str) -> int:
 
 
 class PostgresStore(SQLStore[PgConnection]):
+    dialect = POSTGRESQL
     placeholder = "%s"
     errors = (psycopg.Error,)
     bytewise = ' COLLATE "C"'

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar, Generic, Protocol, TextIO, TypeVar
 
 import msgspec
@@ -37,12 +38,21 @@ from tradehall.engine.futures_model import (
     Setting,
     Trigger,
 )
-from tradehall.engine.orders import OPEN_STATUSES, Order, OrderState
+from tradehall.engine.orders import (
+    BUY,
+    LIMIT,
+    MARKET,
+    OPEN_STATUSES,
+    SELL,
+    TIME_IN_FORCE,
+    Order,
+    OrderState,
+)
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store import dump
-from tradehall.store.base import FuturesDoc, Snapshot, StoreError
+from tradehall.store.base import FuturesDoc, Snapshot, StoreError, collector_paused
 from tradehall.store.batch import Batch, KeyRow, UserRow
-from tradehall.store.schema import MIGRATIONS, TABLES, Table
+from tradehall.store.schema import MIGRATIONS, SQLITE, TABLES, Only, Table
 
 Row = tuple[Any, ...]
 
@@ -89,7 +99,6 @@ UPSERT_STATE = _upsert(TABLES["engine_state"], "value")
 UPSERT_FUTURES = _upsert(TABLES["futures_docs"], "live", "doc")
 
 _MINE = f"SELECT {TRADE_COLUMNS} FROM trades WHERE symbol = ? AND {{side}}_account = ?"
-_OPEN = ",".join("?" * len(OPEN_STATUSES))
 _TEXT_KEYS = {"api_key", "asset", "symbol", "interval", "kind", "contract"}
 
 FUTURES_TYPES: dict[str, type[FuturesDoc]] = {
@@ -148,18 +157,68 @@ def order_state(row: Row) -> OrderState:
     return OrderState(*row)
 
 
-def order_from_row(row: Row) -> Order:
-    s = order_state(row)
-    order = Order(
-        s.id, s.account, s.symbol, s.side, s.type, s.tif, s.price, s.qty, s.quote_qty,
-        s.client_id, s.time,
-    )  # fmt: skip
-    order.filled = s.filled
-    order.filled_quote = s.filled_quote
-    order.held = s.held
-    order.status = s.status
-    order.updated = s.updated
-    return order
+OrderKind = tuple[str, str, str, str, str]
+"""An order's (symbol, side, type, tif, status)."""
+
+_KIND_TEXT = "symbol || ' ' || side || ' ' || type || ' ' || tif || ' ' || status"
+OPEN_ORDERS = (
+    " UNION ALL ".join(
+        f"SELECT id, account, {_KIND_TEXT}, price, qty, quote_qty, filled, filled_quote, held,"
+        f" client_id, time, updated FROM orders WHERE status = '{status}'"
+        for status in sorted(OPEN_STATUSES)
+    )
+    + " ORDER BY id"
+)
+"""Every open order, ascending id, with its five words in one text column (one string for the
+driver to build per row instead of five). One arm per status: each reads the ``(status, id)``
+index in id order, so the database merges them instead of sorting every open order."""
+
+
+def order_kinds(symbols: Iterable[str]) -> dict[str, OrderKind]:
+    """The words an open order of ``symbols`` can have, by their ``_KIND_TEXT``, as the
+    engine's own string objects: a recovered order then shares them, like a live one, instead
+    of holding copies of its own."""
+    return {
+        f"{symbol} {side} {type_} {tif} {status}": (symbol, side, type_, tif, status)
+        for symbol in symbols
+        for side in (BUY, SELL)
+        for type_ in (LIMIT, MARKET)
+        for tif in TIME_IN_FORCE
+        for status in OPEN_STATUSES
+    }
+
+
+def _split_kind(text: str) -> OrderKind:
+    """Words that ``order_kinds`` did not list (a symbol no longer configured, say), interned."""
+    symbol, side, type_, tif, status = (sys.intern(w) for w in text.rsplit(" ", 4))
+    return symbol, side, type_, tif, status
+
+
+def open_orders(rows: Iterable[Row], kinds: dict[str, OrderKind]) -> list[Order]:
+    """Orders from ``OPEN_ORDERS`` rows, taken one at a time as they are read. ``kinds``
+    (from ``order_kinds``) also learns any other words met."""
+    orders: list[Order] = []
+    append = orders.append
+    accounts: dict[int, int] = {}
+    same_account = accounts.setdefault
+    for (
+        id, account, text, price, qty, quote_qty, filled, filled_quote, held, client_id, time,
+        updated,
+    ) in rows:  # fmt: skip
+        kind = kinds.get(text)
+        if kind is None:
+            kind = kinds[text] = _split_kind(text)
+        symbol, side, type_, tif, status = kind
+        account = same_account(account, account)  # one object per account, as when live
+        order = Order(id, account, symbol, side, type_, tif, price, qty, quote_qty, client_id, time)
+        order.filled = filled
+        order.filled_quote = filled_quote
+        order.held = held
+        order.status = status
+        if updated != time:  # else one integer object for both, as in a live order
+            order.updated = updated
+        append(order)
+    return orders
 
 
 def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[Row]]]:
@@ -193,6 +252,8 @@ def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[R
 class SQLStore(Generic[C]):
     """The Store implementation over any DB-API-like connection; see the module docstring."""
 
+    dialect: ClassVar[str] = SQLITE
+    """Which ``Only`` steps of a migration this backend runs."""
     placeholder: ClassVar[str] = "?"
     errors: ClassVar[tuple[type[Exception], ...]] = ()
     """Exceptions meaning the store failed; they surface as StoreError."""
@@ -281,21 +342,34 @@ class SQLStore(Generic[C]):
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         return int(self._one(conn, "SELECT MAX(version) FROM schema_version")[0] or 0)
 
-    def migrate(self) -> int:
+    def migrate(self, upto: int | None = None) -> int:
+        """Apply every migration not applied yet (up to version ``upto`` if given: tests and
+        measurements build older schemas that way); return the version now in force."""
         with self._failing("schema migration"):
             conn = self._write_conn()
             current = self._version(conn)
-            for version, _name, statements in MIGRATIONS:
-                if version <= current:
+            applied = False
+            for version, _name, steps in MIGRATIONS:
+                if version <= current or (upto is not None and version > upto):
                     continue
                 with self._transaction(conn):
-                    for statement in statements:
-                        conn.execute(statement)
+                    for step in steps:
+                        if not isinstance(step, Only):
+                            conn.execute(step)
+                        elif step.dialect == self.dialect:
+                            for statement in step.statements:
+                                conn.execute(statement)
                     conn.execute(
                         self._sql("INSERT INTO schema_version (version) VALUES (?)"), (version,)
                     )
                 current = version
+                applied = True
+            if applied:
+                self._after_migration(conn)
             return current
+
+    def _after_migration(self, conn: C) -> None:
+        """Tidy up after migrations ran (a backend may reclaim space a table rebuild used)."""
 
     # ------------------------------------------------------------- writes
 
@@ -321,7 +395,7 @@ class SQLStore(Generic[C]):
     # ------------------------------------------------------------- recovery
 
     def load(self, symbols: list[str], bars_to_keep: dict[str, int]) -> Snapshot:
-        with self._failing("loading the store"):
+        with self._failing("loading the store"), collector_paused():
             conn = self._conn()
             snap = Snapshot()
             snap.users = [
@@ -347,14 +421,7 @@ class SQLStore(Generic[C]):
                     conn, "SELECT id, tx_id, account, asset, amount FROM transfers ORDER BY id"
                 )
             ]
-            snap.open_orders = [
-                order_from_row(r)
-                for r in self._rows(
-                    conn,
-                    f"SELECT {ORDER_COLUMNS} FROM orders WHERE status IN ({_OPEN}) ORDER BY id",
-                    tuple(sorted(OPEN_STATUSES)),
-                )
-            ]
+            snap.open_orders = open_orders(conn.execute(OPEN_ORDERS), order_kinds(symbols))
             snap.margin_accounts = self._rows(
                 conn, "SELECT id, user_id, symbol FROM margin_accounts ORDER BY id"
             )
@@ -533,19 +600,18 @@ class SQLStore(Generic[C]):
     def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:
         """Stored balances that differ from the sum of their stored ledger entries, as
         (account, asset, free, locked, sum of d_free, sum of d_locked). One statement, so it
-        reads one consistent snapshot even while commits go on."""
-        sums = (
-            "SELECT account, asset, SUM(d_free) AS f, SUM(d_locked) AS lk FROM ledger"
-            " GROUP BY account, asset"
-        )
+        reads one consistent snapshot even while commits go on. The sums are one pass over
+        the whole ledger (a scan and a sort or hash: no index serves it), used by both halves
+        (a common table expression used twice is computed once, in SQLite and PostgreSQL)."""
         with self._failing("auditing the ledger"):
             rows = self._rows(
                 self._conn(),
-                f"SELECT b.account, b.asset, b.free, b.locked, COALESCE(l.f, 0), COALESCE(l.lk, 0)"
-                f" FROM balances b LEFT JOIN ({sums}) l"
-                " ON l.account = b.account AND l.asset = b.asset"
+                "WITH l AS (SELECT account, asset, SUM(d_free) AS f, SUM(d_locked) AS lk"
+                " FROM ledger GROUP BY account, asset)"
+                " SELECT b.account, b.asset, b.free, b.locked, COALESCE(l.f, 0), COALESCE(l.lk, 0)"
+                " FROM balances b LEFT JOIN l ON l.account = b.account AND l.asset = b.asset"
                 " WHERE b.free <> COALESCE(l.f, 0) OR b.locked <> COALESCE(l.lk, 0)"
-                f" UNION ALL SELECT l.account, l.asset, 0, 0, l.f, l.lk FROM ({sums}) l"
+                " UNION ALL SELECT l.account, l.asset, 0, 0, l.f, l.lk FROM l"
                 " LEFT JOIN balances b ON b.account = l.account AND b.asset = l.asset"
                 " WHERE b.account IS NULL AND (l.f <> 0 OR l.lk <> 0)",
             )

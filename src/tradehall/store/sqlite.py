@@ -48,6 +48,11 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         with self._failing("checkpoint"):
             self._conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
+    def _after_migration(self, conn: sqlite3.Connection) -> None:
+        """A migration that rebuilt a table wrote all of it to the WAL, which stays that large
+        on disk until truncated: copy it into the database file and truncate it now."""
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("BEGIN IMMEDIATE")

@@ -1,0 +1,29 @@
+"""The harness's profiling pass profiles placements: its server takes them (no rate limit
+refuses them) and the profile of its event loop shows the placement endpoint at work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.common import cpu_plan
+from bench.wire import WireSpec, profile_server
+
+
+def test_the_profile_pass_profiles_accepted_placements(tmp_path: Path) -> None:
+    spec = WireSpec(
+        accounts=4,
+        closed_connections=8,
+        warmup=0.2,
+        duration=0.8,
+        seed_levels=20,
+        seed_per_level=1,
+        info_scenarios=(),
+    )
+    summary = profile_server(spec, cpu_plan(), tmp_path)
+    statuses = summary["place_closed_loop_statuses"]
+    assert set(statuses) == {"200"} and statuses["200"] > 0, statuses
+    assert "warning" not in summary
+    assert summary["place_closed_loop_rps_under_profiler"] > 0
+    profiled = {row["function"] for row in summary["top_cumtime"]}
+    assert any("create_order" in name for name in profiled), sorted(profiled)
+    assert (tmp_path / "server_profile.txt").read_text().strip()

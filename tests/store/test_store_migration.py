@@ -1,0 +1,186 @@
+"""Migration 4 on a store that already holds a venue: every row survives, the busiest tables
+become rowid tables on SQLite, the ledger's account index goes, and the exchange recovers and
+carries on exactly as one that never migrated. Also the audit's ledger check, which that
+index used to serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_store_move import fingerprint, populate
+from test_store_recovery import command_stream, run
+
+from support import TEST_SECRET_BOX, Backend
+from tradehall.config import load_config
+from tradehall.engine.events import Trade
+from tradehall.engine.orders import OrderState
+from tradehall.exchange import Exchange
+from tradehall.store.batch import Batch, LedgerRow
+from tradehall.store.schema import LATEST_VERSION, TABLES
+from tradehall.store.sql import SQLStore
+
+MAX = 2**63 - 1
+MIN = -(2**63)
+REBUILT = ("ledger", "orders", "trades")
+NAMED_INDEXES = {
+    "ledger": set(),
+    "orders": {"orders_account", "orders_open"},
+    "trades": {"trades_bid", "trades_ask", "trades_symbol"},
+}
+
+
+def exchange_at(backend: Backend, data_dir: Path, version: int | None) -> Exchange:
+    """A recovered exchange on ``data_dir``'s store, migrated up to ``version`` (None: all)."""
+    store = backend.open_store(data_dir)
+    assert isinstance(store, SQLStore)
+    assert store.migrate(version) == (version or LATEST_VERSION)
+    exchange = Exchange(load_config(), store, secret_box=TEST_SECRET_BOX, check_invariants=True)
+    exchange.recover()
+    return exchange
+
+
+def all_rows(backend: Backend, data_dir: Path) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        t.name: [
+            tuple(row)
+            for row in backend.query(
+                data_dir, f"SELECT {t.column_list} FROM {t.name} ORDER BY {', '.join(t.key)}"
+            )
+        ]
+        for t in TABLES.values()
+    }
+
+
+def indexes(backend: Backend, data_dir: Path, table: str) -> set[str]:
+    """The table's indexes: named ones (SQLite: with their SQL; PostgreSQL: every index but
+    the primary key's)."""
+    if backend.name == "sqlite":
+        sql = f"SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = '{table}'"
+    else:
+        sql = (
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+            f" AND tablename = '{table}' AND indexname <> '{table}_pkey'"
+        )
+    return {name for (name,) in backend.query(data_dir, sql)}
+
+
+def test_migration_4_keeps_every_row_and_the_venue_carries_on(
+    backend: Backend, tmp_path: Path
+) -> None:
+    data = tmp_path / "venue"
+    old = exchange_at(backend, data, 3)
+    try:
+        populate(old)
+        before = fingerprint(old)
+    finally:
+        old.store.close()
+    rows = all_rows(backend, data)
+    assert all(rows[t] for t in (*REBUILT, "balances", "klines", "users", "transfers"))
+    assert "ledger_account" in indexes(backend, data, "ledger")
+
+    migrated = exchange_at(backend, data, None)
+    try:
+        assert fingerprint(migrated) == before  # state hash, audit, users, keys
+        assert all_rows(backend, data) == rows
+        for table in REBUILT:
+            assert indexes(backend, data, table) == NAMED_INDEXES[table]
+        if backend.name == "sqlite":
+            for table in REBUILT:  # the key is the rowid: one b-tree, no separate key index
+                info = backend.query(data, f"PRAGMA table_info({table})")
+                assert [(name, kind, pk) for _, name, kind, _, _, pk in info if pk] == [
+                    ("id", "INTEGER", 1)
+                ]
+            assert backend.query(data, "PRAGMA integrity_check") == [("ok",)]
+        versions = backend.query(data, "SELECT version FROM schema_version")
+        assert sorted(v for (v,) in versions) == list(range(1, LATEST_VERSION + 1))
+        # It goes on exactly as a venue that was never migrated.
+        tail = command_stream(12, 300)[6:]
+        run(migrated, tail, 4)
+        reference = exchange_at(backend, tmp_path / "reference", None)
+        try:
+            populate(reference)
+            run(reference, tail, 5)
+            # (API keys are random: the state hash and the audit report.)
+            assert fingerprint(migrated)[:2] == fingerprint(reference)[:2]
+        finally:
+            reference.store.close()
+        ledger = all_rows(backend, data)["ledger"]
+        assert [row[0] for row in ledger] == list(range(1, len(ledger) + 1))
+    finally:
+        migrated.store.close()
+
+
+def test_migration_4_keeps_64_bit_extremes(backend: Backend, tmp_path: Path) -> None:
+    batch = Batch()
+    batch.orders[MAX] = OrderState(
+        MAX, 1, "BTCUSDT", "BUY", "LIMIT", "GTC", MAX, MAX, 0, MAX, MAX, MAX, "NEW", "c", MAX, MIN
+    )
+    batch.orders[1] = OrderState(
+        1, MIN, "BTCUSDT", "SELL", "LIMIT", "GTC", 1, 1, 0, 0, 0, 0, "CANCELED", "", MIN, MIN
+    )
+    batch.trades.append(Trade(MAX, "BTCUSDT", MAX, MAX, MAX, MAX, "BUY", MAX, 1, 1, 2, MAX, MIN))
+    batch.trades.append(Trade(1, "BTCUSDT", 1, 1, 1, MIN, "SELL", 1, MAX, 2, 1, MIN, MAX))
+    batch.ledger += [
+        LedgerRow(1, "USDT", MAX, MIN, "deposit", MAX, MAX),
+        LedgerRow(1, "USDT", MIN, MAX, "deposit", MIN, MIN),
+    ]
+    store = backend.open_store(tmp_path / "data")
+    try:
+        assert isinstance(store, SQLStore)
+        store.migrate(3)
+        store.commit(batch)
+    finally:
+        store.close()
+    rows = all_rows(backend, tmp_path / "data")
+    store = backend.open_store(tmp_path / "data")
+    try:
+        assert store.migrate() == LATEST_VERSION
+        assert all_rows(backend, tmp_path / "data") == rows
+        assert store.find_order(1, "BTCUSDT", MAX, None) == batch.orders[MAX]
+        assert store.account_trades(1, "BTCUSDT", 10, None) == batch.trades
+        assert store.ledger_sums() == {(1, "USDT"): (-1, -1)}
+        snap = store.load(["BTCUSDT"], {})
+        assert [o.snapshot() for o in snap.open_orders] == [batch.orders[MAX]]
+        assert (snap.next_order_id, snap.next_trade_id) == (MAX + 1, MAX + 1)
+        # New rows still go after the largest id.
+        more = Batch()
+        more.ledger.append(LedgerRow(2, "BTC", 5, 0, "deposit", 3, 4))
+        store.commit(more)
+    finally:
+        store.close()
+    ledger = all_rows(backend, tmp_path / "data")["ledger"]
+    assert [row[0] for row in ledger] == [1, 2, 3]
+
+
+def test_the_ledger_check_finds_every_kind_of_mismatch(backend: Backend, tmp_path: Path) -> None:
+    batch = Batch()
+    batch.ledger += [
+        LedgerRow(1, "USDT", 100, 0, "deposit", 1, 1),
+        LedgerRow(1, "USDT", -30, 30, "hold", 2, 2),
+        LedgerRow(1, "BTC", 7, 0, "deposit", 3, 3),
+        LedgerRow(2, "USDT", 5, 0, "deposit", 4, 4),  # no balance row: mismatch
+        LedgerRow(3, "BTC", 9, 0, "deposit", 5, 5),
+        LedgerRow(3, "BTC", -9, 0, "withdraw", 6, 6),  # sums to zero, no balance row: fine
+    ]
+    batch.balances[(1, "USDT")] = (70, 30)  # matches
+    batch.balances[(1, "BTC")] = (8, 0)  # free differs
+    batch.balances[(4, "ETH")] = (0, 1)  # no ledger entries: locked differs from 0
+    batch.balances[(5, "ETH")] = (0, 0)  # no ledger entries, zero: fine
+    store = backend.open_store(tmp_path / "data")
+    try:
+        store.migrate()
+        store.commit(batch)
+        assert sorted(store.ledger_mismatches()) == [
+            (1, "BTC", 8, 0, 7, 0),
+            (2, "USDT", 0, 0, 5, 0),
+            (4, "ETH", 0, 1, 0, 0),
+        ]
+        assert store.ledger_sums() == {
+            (1, "USDT"): (70, 30),
+            (1, "BTC"): (7, 0),
+            (2, "USDT"): (5, 0),
+            (3, "BTC"): (0, 0),
+        }
+    finally:
+        store.close()

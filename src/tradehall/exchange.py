@@ -134,8 +134,13 @@ class Exchange:
             result = self.engine.apply(cmd)
         except Reject:
             raise
-        except BaseException:
-            self._touch_all_books()  # not a clean refusal: the books may have moved
+        except BaseException as exc:
+            # Not a clean refusal: the engine may have changed part of its memory and staged
+            # no rows for it, so memory and store may now disagree. Fail-stop, as for a failed
+            # commit: every endpoint but the status answers 503 (nothing staged and not yet
+            # committed is acknowledged), and a restart rebuilds memory from the store.
+            self.failure = f"the engine failed on a command: {exc!r}"
+            self._touch_all_books()  # the books may have moved
             raise
         events = result.events
         if events:

@@ -186,9 +186,9 @@ def test_cached_depth_is_the_fresh_rendering_and_keeps_time_current(env: Env) ->
 
 def test_depth_view_follows_a_failed_command(env: Env) -> None:
     """A command that fails unexpectedly (not a clean refusal) may have moved the book: the
-    views are rendered again."""
+    views are dropped (and the exchange stops: tests/test_exchange_failstop.py)."""
     public = env.public()
-    before = public.depth("BTCUSDT")
+    public.depth("BTCUSDT")  # the view is cached
     versions = dict(env.exchange.book_versions)
 
     class Boom(Exception):
@@ -205,7 +205,9 @@ def test_depth_view_follows_a_failed_command(env: Env) -> None:
     finally:
         env.exchange.engine.apply = real  # type: ignore[method-assign]
     assert all(env.exchange.book_versions[s] > versions[s] for s in versions)
-    assert public.depth("BTCUSDT") == before
+    with pytest.raises(ClientError) as refused:
+        public.depth("BTCUSDT")
+    assert (refused.value.status, refused.value.code) == (503, -1001)
 
 
 # --------------------------------------------------------------------------- parameters

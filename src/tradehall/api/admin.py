@@ -241,20 +241,19 @@ async def index_price(call: Call) -> Any:
 
 
 async def margin_account(call: Call) -> Any:
-    await call.durable()
     symbol = call.params.text("symbol", required=True)
     assert symbol is not None
-    return ops.margin_view(call.exchange, _user_id(call.params), symbol.upper())
+    return await call.once_durable(
+        ops.margin_view(call.exchange, _user_id(call.params), symbol.upper())
+    )
 
 
 async def system(call: Call) -> Any:
-    await call.durable()
-    return ops.system_balances(call.exchange)
+    return await call.once_durable(ops.system_balances(call.exchange))
 
 
 async def balances(call: Call) -> Any:
-    await call.durable()
-    return ops.balances(call.exchange, _user_id(call.params))
+    return await call.once_durable(ops.balances(call.exchange, _user_id(call.params)))
 
 
 async def markets(call: Call) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import msgspec
 from starlette.routing import Route
 
 from tradehall import operations as ops
@@ -190,12 +191,12 @@ async def find_order(
     """The caller's order or conditional order on the contract: open ones from the engine,
     ended ones from the store."""
     fx = call.exchange.engine.futures
-    await call.durable()
     live = fx.find_open(call.user, contract.symbol, order_id, client_id)
     if isinstance(live, FuturesOrder):
-        return live.state()
+        return await call.once_durable(live.state())
     if isinstance(live, Trigger):
-        return live
+        return await call.once_durable(msgspec.structs.replace(live))  # a copy: it is live
+    await call.durable()
     store = call.exchange.store
     found: object = None
     if order_id is not None:
@@ -255,7 +256,6 @@ async def cancel_all(call: Call) -> Any:
 async def open_orders(call: Call) -> Any:
     contract = contract_of(call, required=False)
     symbol = contract.symbol if contract else None
-    await call.durable()
     fx = call.exchange.engine.futures
     records = [
         (o.id, view.order(fx.contracts[o.symbol], o.state()))
@@ -266,7 +266,7 @@ async def open_orders(call: Call) -> Any:
         for t in fx.waiting_triggers(call.user, symbol)
     ]
     records.sort(key=lambda item: item[0], reverse=True)
-    return [record for _, record in records]
+    return await call.once_durable([record for _, record in records])
 
 
 def _history_args(call: Call) -> tuple[str | None, int | None, int]:
@@ -326,8 +326,7 @@ async def my_trades(call: Call) -> Any:
 
 
 async def account(call: Call) -> Any:
-    await call.durable()
-    return view.account(call.exchange.engine.futures, call.user)
+    return await call.once_durable(view.account(call.exchange.engine.futures, call.user))
 
 
 # ------------------------------------------------------------------------- extensions
@@ -343,8 +342,7 @@ async def edit_lever(call: Call) -> Any:
     if level is None:
         raise call.params.missing("nowLevel")
     setting: Setting = call.exchange.apply(SetLeverage(call.now, call.user, contract.symbol, level))
-    await call.durable()
-    return _setting(setting)
+    return await call.once_durable(_setting(setting))
 
 
 async def edit_margin_model(call: Call) -> Any:
@@ -355,8 +353,7 @@ async def edit_margin_model(call: Call) -> Any:
     setting: Setting = call.exchange.apply(
         SetMarginMode(call.now, call.user, contract.symbol, model)
     )
-    await call.durable()
-    return _setting(setting)
+    return await call.once_durable(_setting(setting))
 
 
 async def edit_position_margin(call: Call) -> Any:
@@ -371,8 +368,7 @@ async def edit_position_margin(call: Call) -> Any:
     adjusted: Position = call.exchange.apply(
         AdjustPositionMargin(call.now, call.user, position_id, amount)
     )
-    await call.durable()
-    return view.position(fx, adjusted)
+    return await call.once_durable(view.position(fx, adjusted))
 
 
 async def transfer(call: Call) -> Any:

@@ -96,7 +96,15 @@ class Call:
         return self.key.user_id
 
     def durable(self) -> Awaitable[None]:
+        """Wait until everything applied so far is committed."""
         return self.state.committer.durable()
+
+    async def once_durable(self, answer: T) -> T:
+        """``answer``, once what it shows is committed. An answer read from memory must be
+        built before the wait, not after: while a request waits, later commands are applied
+        to memory, and they are not yet durable (a crash could still undo them)."""
+        await self.state.committer.durable()
+        return answer
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -311,7 +319,7 @@ def endpoint(
         except StoreError as exc:
             return error_response(
                 Code.INTERNAL,
-                f"the store failed; no write is accepted until the server restarts ({exc})",
+                f"writes are stopped until the server restarts ({exc})",
                 503,
             )
         except Exception:

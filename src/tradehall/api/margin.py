@@ -79,32 +79,32 @@ async def transfer(call: Call) -> Any:
     direction = call.params.choice("direction", ("IN", "OUT"), Code.BAD_PARAM)
     command = MarginTransfer(call.now, call.user, pair.symbol, asset, amount, direction == "IN")
     account: MarginAccount = call.exchange.apply(command)
-    await call.durable()
-    return account_view(call, pair, account)
+    return await call.once_durable(account_view(call, pair, account))
 
 
 async def repay(call: Call) -> Any:
     pair = margin_pair(call)
     asset, amount = _amount(call, pair)
     repaid: int = call.exchange.apply(MarginRepay(call.now, call.user, pair.symbol, asset, amount))
-    await call.durable()
     account = call.exchange.engine.margin.account_of(call.user, pair.symbol)
     assert account is not None
     decimals = pair.base_decimals if asset == pair.base else pair.quote_decimals
-    return {
-        "asset": asset,
-        "repaid": format_units(repaid, decimals),
-        **account_view(call, pair, account),
-    }
+    return await call.once_durable(
+        {
+            "asset": asset,
+            "repaid": format_units(repaid, decimals),
+            **account_view(call, pair, account),
+        }
+    )
 
 
 async def account(call: Call) -> Any:
     pair = margin_pair(call)
-    await call.durable()
     found = call.exchange.engine.margin.account_of(call.user, pair.symbol)
     if found is None:
+        await call.durable()  # the account may have been opened by a command not yet committed
         raise ApiError(Code.INSUFFICIENT_BALANCE, f"no margin account on {pair.symbol}")
-    return account_view(call, pair, found)
+    return await call.once_durable(account_view(call, pair, found))
 
 
 def account_view(call: Call, pair: PairSpec, account: MarginAccount) -> dict[str, Any]:

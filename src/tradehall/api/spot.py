@@ -199,8 +199,7 @@ async def find_order(
 ) -> OrderState:
     live = call.exchange.engine.spot.find_open(call.account, pair.symbol, order_id, client_id)
     if live is not None:
-        await call.durable()
-        return live.snapshot()
+        return await call.once_durable(live.snapshot())
     await call.durable()
     stored = await call.state.read(
         call.exchange.store.find_order, call.account, pair.symbol, order_id, client_id
@@ -254,10 +253,9 @@ async def open_orders(call: Call) -> Any:
     if symbol is not None and symbol not in pairs:
         raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
     limit = call.params.limit(100, 1000)
-    await call.durable()
     orders = call.exchange.engine.open_orders(call.account, symbol)
     newest = orders[::-1][:limit]
-    return [wire.open_order(pairs[o.symbol], o.snapshot()) for o in newest]
+    return await call.once_durable([wire.open_order(pairs[o.symbol], o.snapshot()) for o in newest])
 
 
 async def my_trades(call: Call) -> Any:
@@ -272,10 +270,9 @@ async def my_trades(call: Call) -> Any:
 
 
 async def account(call: Call) -> Any:
-    await call.durable()
     exchange = call.exchange
     amounts = exchange.engine.balances(call.account)
-    return wire.account(exchange.config.markets.assets, amounts)
+    return await call.once_durable(wire.account(exchange.config.markets.assets, amounts))
 
 
 def routes() -> list[Route]:

@@ -44,8 +44,8 @@ class Scheduler:
             self.exchange.apply(AccrueInterest(now))
             await self.committer.durable()
         if self.exchange.engine.futures.contracts:
-            moved = self.exchange.apply(FuturesTick(now))
-            if moved:
+            self.exchange.apply(FuturesTick(now))
+            if self.exchange.pending:  # prices moved, funding, liquidations...
                 await self.committer.durable()
 
     async def _run(self) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 import msgspec
+import pytest
 from futures_support import (
     BUY,
     CLOSE,
@@ -48,6 +49,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tradehall.codes import Reject
+from tradehall.engine import futures_prices, liquidation
 from tradehall.engine.commands import (
     AdjustPositionMargin,
     Deposit,
@@ -505,3 +507,34 @@ def test_long_seeded_futures_streams() -> None:
             seen[key] += value
     for key in ("funding payments", "liquidations", "adl fills", "triggers fired", "refused"):
         assert seen[key] > 0, dict(seen)
+
+
+def test_the_sweep_shortcuts_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A futures placement that did not trade skips the liquidation sweep when the mark did not
+    move, and one that traded without moving the mark looks first at its parties' positions
+    only. The same streams, replayed with every command sweeping every position (the
+    shortcuts off), go through exactly the same states."""
+    sweep = liquidation.sweep
+    refresh = futures_prices.refresh
+    targeted = []
+
+    def counted(fx: Any, symbols: list[str], ts: int, users: set[int] | None = None) -> int:
+        targeted.append(users is not None)
+        return sweep(fx, symbols, ts, users)
+
+    monkeypatch.setattr(liquidation, "sweep", counted)
+    runs = [run_stream(RandomSource(seed), 300) for seed in range(100, 106)]
+    assert any(targeted)  # the streams do take the shortcut
+    assert sum(run.stats["liquidations"] for run in runs) > 0
+
+    def every_position(fx: Any, symbols: list[str], ts: int, users: set[int] | None = None) -> int:
+        return sweep(fx, symbols, ts)
+
+    def always_changed(*args: Any, **kwargs: Any) -> bool:
+        refresh(*args, **kwargs)
+        return True
+
+    monkeypatch.setattr(liquidation, "sweep", every_position)
+    monkeypatch.setattr(futures_prices, "refresh", always_changed)
+    for run in runs:
+        check_replay(run)

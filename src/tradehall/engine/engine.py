@@ -35,11 +35,13 @@ from tradehall.engine.commands import (
     SetMarginMode,
     Withdraw,
 )
-from tradehall.engine.events import Event, TradeExecuted, TransferDone
+from tradehall.engine.events import BalanceChanged, Event, TradeExecuted, TransferDone
 from tradehall.engine.futures import MAX_PRICE, Futures
 from tradehall.engine.futures_model import (
+    FUTURES_ACCOUNT_BASE,
     KIND_POSITION,
     ContractState,
+    FuturesChanged,
     FuturesOrder,
     FuturesOrderState,
     Position,
@@ -82,6 +84,13 @@ class Result(msgspec.Struct, frozen=True, gc=False):
 
     events: list[Event]
     reply: Any
+
+
+FULL_SWEEP_MS = 60_000
+"""A FuturesTick in the first ``TICK_MS`` of each such period looks at every position of every
+contract for liquidations, not only where prices moved: a safety net under the commands'
+targeted looks (the scheduler ticks about once a second, so about once a minute)."""
+TICK_MS = 1_000
 
 
 class InvariantViolation(AssertionError):
@@ -319,12 +328,22 @@ class Engine:
         if cmd.trigger_type:
             return triggers.place(self.futures, cmd)
         state = self.futures.place(cmd)
-        self._futures_settle([cmd.contract], cmd.ts, traded=state.filled > 0)
+        # An order that did not trade moved no price and no one's equity (its hold only moves
+        # funds from free to locked): unless the mark moves meanwhile, nothing can be due.
+        self._futures_settle([cmd.contract], cmd.ts, traded=state.filled > 0, moved=False)
         return state
 
-    def _futures_settle(self, symbols: list[str], ts: int, *, traded: bool) -> None:
+    def _futures_settle(
+        self, symbols: list[str], ts: int, *, traded: bool, moved: bool = True
+    ) -> None:
         """After prices may have moved: new marks, liquidations, then triggers, until the
-        contracts are quiet (each round's trades can move the price again)."""
+        contracts are quiet (each round's trades can move the price again).
+
+        ``moved=False`` says the command changed no price, position or futures balance
+        (other than by trading, which ``traded`` says): then, if refreshing a contract's
+        prices changes nothing either, no position or trigger can have become due since the
+        contract was last settled, and it is not swept (a sweep visits every position of
+        the contract, which a plain placement must not pay for)."""
         fx = self.futures
         pending = list(symbols)
         for _ in range(liquidation.MAX_ROUNDS):
@@ -333,10 +352,22 @@ class Engine:
             symbol = pending.pop(0)
             contract = fx.contracts[symbol]
             dirty = traded or symbol not in symbols
+            check = moved or dirty
+            mark = fx.states[symbol].mark
             for _ in range(liquidation.MAX_ROUNDS):
-                futures_prices.refresh(fx, contract, ts, tick=False, dirty=dirty)
+                changed = futures_prices.refresh(fx, contract, ts, tick=False, dirty=dirty)
+                if not (changed or check):
+                    break  # nothing it depends on changed: nothing can have become due
+                # A trade that left the mark where it was changed only its parties' equity.
+                users = (
+                    self._futures_parties()
+                    if not moved and symbol in symbols and fx.states[symbol].mark == mark
+                    else None
+                )
                 dirty = False
-                if liquidation.sweep(fx, [symbol], ts):
+                check = True
+                moved = True  # from the second round on, whatever ran may have moved anything
+                if liquidation.sweep(fx, [symbol], ts, users):
                     # A cross liquidation may have traded on other contracts too.
                     pending.extend(s for s in fx.contracts if s != symbol and s not in pending)
                     dirty = True
@@ -348,6 +379,22 @@ class Engine:
                     triggers.fire(fx, trigger, ts)
                 dirty = True
         raise AssertionError("futures prices did not settle")
+
+    def _futures_parties(self) -> set[int]:
+        """Users whose futures positions or futures balances (free + locked) the command being
+        applied has changed so far."""
+        users: set[int] = set()
+        for event in self._events:
+            if type(event) is FuturesChanged:
+                if event.kind == KIND_POSITION:
+                    users.add(event.user)
+            elif (
+                type(event) is BalanceChanged
+                and event.account >= FUTURES_ACCOUNT_BASE
+                and event.d_free + event.d_locked
+            ):
+                users.add(event.account - FUTURES_ACCOUNT_BASE)
+        return users
 
     def _futures_cancel(self, cmd: FuturesCancel) -> FuturesOrderState | Trigger:
         fx = self.futures
@@ -403,7 +450,10 @@ class Engine:
             for symbol, contract in fx.contracts.items()
             if futures_prices.refresh(fx, contract, cmd.ts, tick=True)
         ]
-        self._futures_settle(moved, cmd.ts, traded=False)
+        # Commands look only where they changed something (see _futures_settle); once a
+        # minute every contract is looked at whole as well, whatever moved.
+        every = cmd.ts % FULL_SWEEP_MS < TICK_MS
+        self._futures_settle(list(fx.contracts) if every else moved, cmd.ts, traded=False)
         return moved
 
     # ----------------------------------------------------------------- queries

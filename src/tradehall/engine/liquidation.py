@@ -72,11 +72,18 @@ def _isolated_due(fx: Futures, contract: ContractSpec, pos: Position, mark: int)
     return pos.margin + unrealized(contract, pos, mark) <= maintenance(contract, pos, mark)
 
 
-def sweep(fx: Futures, symbols: list[str], ts: int) -> int:
+def sweep(fx: Futures, symbols: list[str], ts: int, users: set[int] | None = None) -> int:
     """Liquidate every position the current marks call for, until none is left.
-    Returns how many liquidations ran."""
+    Returns how many liquidations ran.
+
+    ``users``: the only users whose positions can have become due (the caller knows that
+    nothing else changed since the last sweep: no mark moved, and only these users' positions
+    or futures balances changed). The first look is then at their positions alone, which
+    finds what a look at every position would (the others were not due and still are not);
+    once a liquidation has run (it can move anyone's equity, by ADL), every position is
+    looked at again."""
     for count in range(MAX_ROUNDS):
-        target = _next_due(fx, symbols)
+        target = _next_due(fx, symbols, users if count == 0 else None)
         if target is None:
             return count
         kind, pos = target
@@ -87,14 +94,20 @@ def sweep(fx: Futures, symbols: list[str], ts: int) -> int:
     raise AssertionError("liquidation did not settle")
 
 
-def _next_due(fx: Futures, symbols: list[str]) -> tuple[int, Position] | None:
+def _next_due(
+    fx: Futures, symbols: list[str], users: set[int] | None = None
+) -> tuple[int, Position] | None:
     checked_cross: set[tuple[int, str]] = set()
     for symbol in symbols:
         contract = fx.contracts[symbol]
         mark = fx.states[symbol].mark
         if not mark:
             continue
-        for pos in sorted(fx.by_contract[symbol].values(), key=lambda p: p.id):
+        if users is None:
+            candidates = list(fx.by_contract[symbol].values())
+        else:
+            candidates = [p for u in users for p in fx.user_positions(u) if p.contract == symbol]
+        for pos in sorted(candidates, key=lambda p: p.id):
             if pos.position_type == ISOLATED:
                 if _isolated_due(fx, contract, pos, mark):
                     return ISOLATED, pos

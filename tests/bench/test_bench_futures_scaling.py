@@ -1,0 +1,20 @@
+"""The futures scaling measurement works (it checks the script, not the speed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bench.futures_scaling import main, run
+
+
+def test_it_measures_each_size_with_that_many_open_positions() -> None:
+    rows = run([4, 10], 20)
+    assert [row["positions"] for row in rows] == [4, 10]
+    assert all(row["place_cancel_us"] > 0 and row["trade_us"] > 0 for row in rows)
+
+
+def test_json_output_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--positions", "2", "--commands", "4", "--json"])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["positions"] == 2

@@ -5,7 +5,9 @@ the last commit, without the half-made change."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +15,9 @@ import pytest
 from support import Env, make_exchange
 from tradehall.client import ApiError
 from tradehall.engine import audit
-from tradehall.engine.commands import Command, PlaceOrder
+from tradehall.engine.commands import Command, Deposit, PlaceOrder
+from tradehall.store.base import StoreError
+from tradehall.store.writer import GroupCommitter
 
 USDT = 10**8
 
@@ -64,3 +68,24 @@ def test_an_engine_failure_stops_writes_and_restart_drops_the_half_made_change(
         assert int(kept["orderId"]) in recovered.engine.spot.books["BTCUSDT"].orders
     finally:
         recovered.store.close()
+
+
+def test_requests_waiting_for_a_commit_get_the_failure(tmp_path: Path) -> None:
+    """A request whose command was applied but not yet committed when the engine fails on
+    another one is not acknowledged: its wait ends with the failure (it does not hang)."""
+    exchange = make_exchange(tmp_path / "tradehall.db")
+    committer = GroupCommitter(exchange)
+
+    async def scenario() -> None:
+        exchange.apply(Deposit(1, 1, "USDT", USDT, "waiting"))
+        waiting = committer.durable()  # the commit task has not run yet
+        with pytest.raises(KeyError):
+            exchange.apply(object())  # type: ignore[arg-type]  # the engine fails
+        with pytest.raises(StoreError, match="engine failed"):
+            await asyncio.wait_for(waiting, 5)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        committer.close()
+        exchange.store.close()

@@ -415,3 +415,29 @@ def test_cross_liquidation_of_a_hedged_account_reports_no_empty_order() -> None:
     assert r.fx.user_positions(1) == []
     docs = order_docs(result)
     assert all(d.qty > 0 for d in docs), [d for d in docs if d.qty == 0]
+
+
+def test_a_close_far_below_the_mark_liquidates_cross_positions_on_other_contracts() -> None:
+    """User 1 closes its whole BTC position into a thin bid far below the mark: the realized
+    loss is cash that stood behind its cross ETH position, which is now below maintenance.
+    It is liquidated by that command, although nothing of user 1 is left on BTC and ETH's
+    mark did not move (commands look at where they changed something: here, at user 1)."""
+    r = Rig()
+    for user in (2, 3):
+        r.fund(user, USDT, 100_000 * UNIT)
+    r.fund(1, USDT, usdt("432.5"))
+    r.index(LINEAR, 500_000)
+    r.index(ETH_CONTRACT, 300_000)
+    r.apply(SetLeverage(r.ts, 1, ETH_CONTRACT, 100))
+    r.order(2, ETH_CONTRACT, SELL, OPEN, 100, 300_000)
+    r.order(1, ETH_CONTRACT, BUY, OPEN, 100, 300_000)
+    r.order(2, LINEAR, SELL, OPEN, 10, 500_000)
+    r.order(1, LINEAR, BUY, OPEN, 10, 500_000)
+    r.index(ETH_CONTRACT, 298_400)
+    eth = r.long(1, ETH_CONTRACT)
+    assert r.long(1, LINEAR) is not None and not eth.liquidated
+    r.order(3, LINEAR, BUY, OPEN, 10, 100_000)  # a thin bid at 10,000.0
+    r.place(1, LINEAR, SELL, CLOSE, 10)  # MARKET: closes the BTC long there
+    assert r.pos(1, LINEAR, BUY) is None
+    assert eth.liquidated and r.pos(1, ETH_CONTRACT, BUY) is None
+    sound(r)

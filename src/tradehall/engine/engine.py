@@ -47,6 +47,7 @@ from tradehall.engine.futures_model import (
     Position,
     Setting,
     Trigger,
+    futures_account,
 )
 from tradehall.engine.ledger import Ledger
 from tradehall.engine.margin import MARGIN_ACCOUNT_BASE, Margin, MarginAccount
@@ -84,13 +85,6 @@ class Result(msgspec.Struct, frozen=True, gc=False):
 
     events: list[Event]
     reply: Any
-
-
-FULL_SWEEP_MS = 60_000
-"""A FuturesTick in the first ``TICK_MS`` of each such period looks at every position of every
-contract for liquidations, not only where prices moved: a safety net under the commands'
-targeted looks (the scheduler ticks about once a second, so about once a minute)."""
-TICK_MS = 1_000
 
 
 class InvariantViolation(AssertionError):
@@ -336,20 +330,43 @@ class Engine:
     def _futures_settle(
         self, symbols: list[str], ts: int, *, traded: bool, moved: bool = True
     ) -> None:
-        """After prices may have moved: new marks, liquidations, then triggers, until the
-        contracts are quiet (each round's trades can move the price again).
+        """After prices, positions or balances may have changed: new marks, liquidations,
+        then triggers, until the contracts are quiet (each round's trades can move the price
+        again). Every command ends with no position due at the current marks, so only what
+        the command changed needs looking at:
 
-        ``moved=False`` says the command changed no price, position or futures balance
-        (other than by trading, which ``traded`` says): then, if refreshing a contract's
-        prices changes nothing either, no position or trigger can have become due since the
-        contract was last settled, and it is not swept (a sweep visits every position of
-        the contract, which a plain placement must not pay for)."""
+        - a contract whose mark moved, or that ``moved`` (True unless the caller knows its
+          command changed nothing but by trading) names: every position on it;
+        - a contract of ``symbols`` the command traded on without moving its mark: the
+          positions of the users the command changed (their equity is all that moved);
+        - a placement that neither traded nor moved the mark: nothing;
+        - after any liquidation: every contract, whole (ADL moves other users' equity);
+        - last, the users the command changed, on every other contract where they hold
+          positions: their equity stands behind their cross positions there too."""
         fx = self.futures
         pending = list(symbols)
+        settled: set[str] = set()
+        parties_looked_at = False
         for _ in range(liquidation.MAX_ROUNDS):
             if not pending:
-                return
+                if parties_looked_at:
+                    return
+                parties_looked_at = True
+                parties = self._futures_parties()
+                held = {p.contract for user in parties for p in fx.user_positions(user)}
+                for symbol in fx.contracts:
+                    if (
+                        symbol in held
+                        and symbol not in settled
+                        and liquidation.sweep(fx, [symbol], ts, parties)
+                    ):
+                        # Settle everything again, whole, as after any liquidation.
+                        pending.extend(s for s in fx.contracts if s != symbol)
+                        settled.add(symbol)
+                        break
+                continue
             symbol = pending.pop(0)
+            settled.add(symbol)
             contract = fx.contracts[symbol]
             dirty = traded or symbol not in symbols
             check = moved or dirty
@@ -358,7 +375,6 @@ class Engine:
                 changed = futures_prices.refresh(fx, contract, ts, tick=False, dirty=dirty)
                 if not (changed or check):
                     break  # nothing it depends on changed: nothing can have become due
-                # A trade that left the mark where it was changed only its parties' equity.
                 users = (
                     self._futures_parties()
                     if not moved and symbol in symbols and fx.states[symbol].mark == mark
@@ -418,7 +434,9 @@ class Engine:
         return sorted(cancelled)
 
     def _futures_transfer(self, cmd: FuturesTransfer) -> tuple[int, int]:
-        return self.futures.transfer(cmd.user, cmd.asset, cmd.amount, cmd.into_futures)
+        self.futures.transfer(cmd.user, cmd.asset, cmd.amount, cmd.into_futures)
+        self._futures_settle([], cmd.ts, traded=False)  # less cash behind cross positions?
+        return self.ledger.get(futures_account(cmd.user), cmd.asset)
 
     def _set_leverage(self, cmd: SetLeverage) -> Setting:
         return self.futures.set_leverage(cmd.user, cmd.contract, cmd.leverage)
@@ -450,10 +468,9 @@ class Engine:
             for symbol, contract in fx.contracts.items()
             if futures_prices.refresh(fx, contract, cmd.ts, tick=True)
         ]
-        # Commands look only where they changed something (see _futures_settle); once a
-        # minute every contract is looked at whole as well, whatever moved.
-        every = cmd.ts % FULL_SWEEP_MS < TICK_MS
-        self._futures_settle(list(fx.contracts) if every else moved, cmd.ts, traded=False)
+        # The first tick of each minute samples the premium of every contract with an index,
+        # which counts as a move: each is then looked at whole, whatever else moved.
+        self._futures_settle(moved, cmd.ts, traded=False)
         return moved
 
     # ----------------------------------------------------------------- queries

@@ -89,6 +89,13 @@ class GroupCommitter:
                 self._rows_since_checkpoint += batch.row_count()
                 if self._rows_since_checkpoint >= CHECKPOINT_ROWS:
                     self._start_checkpoint()
+            if self.exchange.failure is not None and self._next is not None:
+                # The exchange failed stop elsewhere (an engine failure) while requests
+                # waited for a commit that will now never be written: they get the error.
+                waiting, self._next = self._next, None
+                if not waiting.done():
+                    waiting.set_exception(StoreError(self.exchange.failure))
+                    waiting.exception()  # mark retrieved: waiters get it when they await
         finally:
             self._running = False
 

@@ -49,6 +49,7 @@ from tradehall.engine.commands import Deposit, PlaceOrder
 from tradehall.exchange import Exchange
 from tradehall.marketdata import INTERVALS, bar_open
 from tradehall.server import recover_for_serving
+from tradehall.store.base import collector_paused
 from tradehall.store.sqlite import SQLiteStore
 
 T_HISTORY = 1_690_000_000_000
@@ -86,7 +87,8 @@ def probe(db_path: str) -> dict[str, Any]:
     rss1 = rss_bytes()
     open_orders = sum(len(v) for v in exchange.engine.spot.by_account.values())
     t1 = time.perf_counter()
-    snap = store.load(list(cfg.markets.pairs), {iv.name: 301 for iv in INTERVALS})
+    with collector_paused():  # as in Exchange.recover
+        snap = store.load(list(cfg.markets.pairs), {iv.name: 301 for iv in INTERVALS})
     load_s = time.perf_counter() - t1
     loaded = len(snap.open_orders)
     del snap

@@ -64,6 +64,16 @@ class Ledger:
             BalanceChanged(account, asset, -amount, amount, free, locked, "hold", ref)
         )
 
+    def credit(self, account: int, asset: str, amount: int, reason: str, ref: int) -> None:
+        """Add ``amount`` to free: ``change(account, asset, amount, 0, reason, ref)`` for a
+        credit, which can never make a balance negative (a fill's proceeds, a fee)."""
+        key = (account, asset)
+        bal = self.balances.get(key)
+        if bal is None:
+            bal = self.balances[key] = [0, 0]
+        free = bal[0] = bal[0] + amount
+        self.events.append(BalanceChanged(account, asset, amount, 0, free, bal[1], reason, ref))
+
     def release(self, account: int, asset: str, amount: int, ref: int) -> None:
         """Move ``amount`` from locked back to free: ``change(account, asset, amount, -amount,
         "release", ref)`` for an order giving back what it still holds."""

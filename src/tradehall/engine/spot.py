@@ -66,12 +66,6 @@ class SpotMarkets:
 
     # ----------------------------------------------------------------- validation
 
-    def pair(self, symbol: str) -> PairSpec:
-        pair = self.pairs.get(symbol)
-        if pair is None:
-            raise Reject(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
-        return pair
-
     def book(self, symbol: str) -> OrderBook:
         book = self.books.get(symbol)
         if book is None:
@@ -300,7 +294,8 @@ class SpotMarkets:
         self.next_trade_id += 1
         self.last_price[pair.symbol] = price
         events = self.events
-        balances = self.ledger.balances
+        ledger = self.ledger
+        balances = ledger.balances
         base_asset = pair.base
         quote_asset = pair.quote
 
@@ -320,7 +315,7 @@ class SpotMarkets:
                 trade_id,
             )
         )  # fmt: skip
-        self._credit(account, base_asset, base - buyer_fee, "trade", trade_id)
+        ledger.credit(account, base_asset, base - buyer_fee, "trade", trade_id)
         seller.held -= base
         account = seller.account
         bal = balances[(account, base_asset)]
@@ -328,11 +323,11 @@ class SpotMarkets:
         events.append(
             BalanceChanged(account, base_asset, 0, -base, bal[0], bal[1], "trade", trade_id)
         )
-        self._credit(account, quote_asset, quote - seller_fee, "trade", trade_id)
+        ledger.credit(account, quote_asset, quote - seller_fee, "trade", trade_id)
         if buyer_fee:
-            self._credit(FEE_ACCOUNT, base_asset, buyer_fee, "fee", trade_id)
+            ledger.credit(FEE_ACCOUNT, base_asset, buyer_fee, "fee", trade_id)
         if seller_fee:
-            self._credit(FEE_ACCOUNT, quote_asset, seller_fee, "fee", trade_id)
+            ledger.credit(FEE_ACCOUNT, quote_asset, seller_fee, "fee", trade_id)
 
         for order in (taker, maker):
             order.filled += qty
@@ -351,16 +346,6 @@ class SpotMarkets:
             seller.id, buyer.account, seller.account, buyer_fee, seller_fee,
         )  # fmt: skip
         events.append(TradeExecuted(trade))
-
-    def _credit(self, account: int, asset: str, amount: int, reason: str, ref: int) -> None:
-        """A ledger entry adding to free (Ledger.change for a credit, which can never make
-        a balance negative)."""
-        key = (account, asset)
-        bal = self.ledger.balances.get(key)
-        if bal is None:
-            bal = self.ledger.balances[key] = [0, 0]
-        free = bal[0] = bal[0] + amount
-        self.events.append(BalanceChanged(account, asset, amount, 0, free, bal[1], reason, ref))
 
     # ----------------------------------------------------------------- cancellation
 
@@ -402,12 +387,7 @@ class SpotMarkets:
                 del self.by_client_id[key]
 
     def _emit(self, order: Order) -> OrderState:
-        # Order.snapshot, inlined: every order change of every command comes here.
-        state = OrderState(
-            order.id, order.account, order.symbol, order.side, order.type, order.tif,
-            order.price, order.qty, order.quote_qty, order.filled, order.filled_quote,
-            order.held, order.status, order.client_id, order.time, order.updated,
-        )  # fmt: skip
+        state = order.snapshot()
         self.events.append(OrderChanged(state))
         return state
 

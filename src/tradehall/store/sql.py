@@ -50,7 +50,7 @@ from tradehall.engine.orders import (
 )
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store import dump
-from tradehall.store.base import FuturesDoc, Snapshot, StoreError, collector_paused
+from tradehall.store.base import FuturesDoc, Snapshot, StoreError
 from tradehall.store.batch import Batch, KeyRow, UserRow
 from tradehall.store.schema import MIGRATIONS, SQLITE, TABLES, Only, Table
 
@@ -395,7 +395,7 @@ class SQLStore(Generic[C]):
     # ------------------------------------------------------------- recovery
 
     def load(self, symbols: list[str], bars_to_keep: dict[str, int]) -> Snapshot:
-        with self._failing("loading the store"), collector_paused():
+        with self._failing("loading the store"):
             conn = self._conn()
             snap = Snapshot()
             snap.users = [

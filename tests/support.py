@@ -29,7 +29,8 @@ from tradehall.store.factory import open_store
 from tradehall.store.sqlite import SQLiteStore
 
 ADMIN_TOKEN = "test-admin-token"
-TEST_SECRET_BOX = SecretBox(b"tradehall-test-secret-key-32byte")
+TEST_SECRET_BOX_KEY = b"tradehall-test-secret-key-32byte"
+TEST_SECRET_BOX = SecretBox(TEST_SECRET_BOX_KEY)
 """One sealing key for every in-process test exchange, so a store can be reopened."""
 BASE_URL = "http://testserver"
 

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,20 +23,31 @@ import typer
 from tradehall import __version__, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
-from tradehall.codes import Reject
+from tradehall.codes import Code, Reject
 from tradehall.config import Config, ConfigError, load_config
 from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
+from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
+from tradehall.secretbox import SecretBox, SecretKeyError
+from tradehall.store import dump
 from tradehall.store.base import Store, StoreError
 from tradehall.store.factory import ENV_VAR, database_problem, open_store
 
-app = typer.Typer(help="tradehall: a self-hostable crypto exchange.", no_args_is_help=True)
-user_app = typer.Typer(help="Manage users.", no_args_is_help=True)
-key_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
+# Every Typer here has plain help text (rich_markup_mode=None): Rich markup would take the
+# "[default: ...]" of a help string for a tag and drop it.
+app = typer.Typer(
+    help="tradehall: a self-hostable crypto exchange.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+user_app = typer.Typer(help="Manage users.", no_args_is_help=True, rich_markup_mode=None)
+key_app = typer.Typer(help="Manage API keys.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(user_app, name="user")
 app.add_typer(key_app, name="key")
 db_app = typer.Typer(
-    help="Manage the store: schema upgrades, export and import.", no_args_is_help=True
+    help="Manage the store: schema upgrades, export and import.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
 
@@ -118,9 +130,7 @@ def _pretty(value: Any, indent: str = "") -> str:
 
 def _fail(exc: CliError, as_json: bool) -> NoReturn:
     if as_json:
-        typer.echo(
-            json.dumps({"code": exc.code if exc.code is not None else -1000, "msg": exc.msg})
-        )
+        _print_error(exc.code if exc.code is not None else int(Code.UNKNOWN), exc.msg)
     else:
         typer.echo(f"error: {exc.msg}", err=True)
     raise typer.Exit(1)
@@ -145,8 +155,19 @@ def _running_admin(datadir: DataDir) -> AdminClient | None:
     return client
 
 
+def _creation_note(cfg: Config, datadir: DataDir) -> str | None:
+    """What opening this data folder will create, if anything: said on stderr, so that a
+    mistyped --data-dir does not pass unnoticed."""
+    if not cfg.server.database and not datadir.db_path.exists():
+        return f"note: created a new, empty exchange in {datadir.path}"
+    if not datadir.path.exists():
+        return f"note: created the data folder {datadir.path}"
+    return None
+
+
 @contextmanager
 def _offline(cfg: Config, datadir: DataDir) -> Iterator[Exchange]:
+    note = _creation_note(cfg, datadir)
     try:
         with datadir.lock():
             store = _open_store(cfg, datadir)
@@ -160,6 +181,12 @@ def _offline(cfg: Config, datadir: DataDir) -> Iterator[Exchange]:
                 store.close()
     except DataDirBusy as exc:
         raise CliError(f"{exc} (a server may be starting or not answering)") from None
+    except SecretKeyError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"data folder {datadir.path}: {exc.strerror or exc}") from None
+    if note:
+        typer.echo(note, err=True)
 
 
 def _operate(
@@ -202,7 +229,8 @@ def _operate(
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind [default: 127.0.0.1]")] = None,
     port: Annotated[
-        int | None, typer.Option(help="Port (0 picks a free one) [default: 8080]")
+        int | None,
+        typer.Option(min=0, max=65535, help="Port (0 picks a free one) [default: 8080]"),
     ] = None,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
@@ -237,6 +265,10 @@ def serve(
         _fail(CliError(f"{exc}: is a server already running on it?"), as_json)
     except StoreError as exc:
         _fail(CliError(str(exc), -1001), as_json)
+    except SecretKeyError as exc:
+        _fail(CliError(str(exc)), as_json)
+    except OSError as exc:
+        _fail(CliError(f"data folder {datadir.path}: {exc.strerror or exc}"), as_json)
     except CliError as exc:
         _fail(exc, as_json)
 
@@ -413,6 +445,7 @@ for _system in ops.FUNDABLE:
     _system_app = typer.Typer(
         help="The margin lending pool." if _system == "pool" else "The insurance fund.",
         no_args_is_help=True,
+        rich_markup_mode=None,
     )
     _system_app.command("deposit")(_fund_command(_system, "deposit"))
     _system_app.command("withdraw")(_fund_command(_system, "withdraw"))
@@ -662,11 +695,14 @@ def _with_store(
     as_json: bool,
     action: Callable[[Store], Any],
     human: Callable[[Any], str],
+    datadir_seen: Callable[[DataDir], None] | None = None,
 ) -> None:
     """Run ``action`` on the store alone, holding the data folder's lock (and, on PostgreSQL,
     the database's): never beside a running server."""
     try:
         cfg, datadir = _load(config, data_dir, database)
+        if datadir_seen is not None:
+            datadir_seen(datadir)
         try:
             with datadir.lock():
                 store = _open_store(cfg, datadir)
@@ -678,6 +714,8 @@ def _with_store(
             raise CliError(f"{exc}: stop the server first") from None
         except StoreError as exc:
             raise CliError(str(exc), -1001) from None
+        except OSError as exc:
+            raise CliError(f"data folder {datadir.path}: {exc.strerror or exc}") from None
         _emit(result, as_json, human)
     except CliError as exc:
         _fail(exc, as_json)
@@ -748,6 +786,8 @@ def db_import(
 ) -> None:
     """Load an export into an empty store, all or nothing (e.g. from SQLite to PostgreSQL)."""
 
+    target: list[DataDir] = []
+
     def load(store: Store) -> Any:
         version = store.migrate()
         try:
@@ -755,18 +795,84 @@ def db_import(
         except OSError as exc:
             raise CliError(f"cannot read {source}: {exc.strerror or exc}") from None
         with f:
+            _check_sealing_key(f, target[0])
+            f.seek(0)
             rows = store.import_from(f)
         return {"file": str(source), "version": version, "rows": rows}
 
     human = "imported {n} rows from {file}"
-    _with_store(config, data_dir, database, as_json, load, lambda r: _rows_text(r, human))
+    _with_store(
+        config,
+        data_dir,
+        database,
+        as_json,
+        load,
+        lambda r: _rows_text(r, human),
+        datadir_seen=target.append,
+    )
+
+
+def _check_sealing_key(export: Any, datadir: DataDir) -> None:
+    """Refuse an import whose API secrets this data folder's sealing key cannot open: no
+    command, and no server, could then open the store (its keys are decrypted at start)."""
+    sealed: list[tuple[str, str]] = []
+    for table, rows in dump.Reader(export).tables():
+        if table.name == "api_keys":
+            key_at, secret_at = table.columns.index("api_key"), table.columns.index("secret")
+            sealed = [
+                (row[key_at], row[secret_at])
+                for row in rows
+                if isinstance(row[secret_at], str) and SecretBox.is_sealed(row[secret_at])
+            ]
+            break
+    if not sealed:
+        return
+    hint = (
+        f"copy secret.key from the source's data folder into {datadir.path} (or set"
+        f" {SECRET_KEY_ENV} to the source's key) and import again"
+    )
+    try:
+        box = datadir.existing_secret_box()
+    except SecretKeyError as exc:
+        raise CliError(f"{exc}: {hint}") from None
+    if box is None:
+        raise CliError(f"the export's API secrets are sealed with the source's secret key: {hint}")
+    for api_key, secret in sealed:
+        try:
+            box.open(secret, api_key)
+        except SecretKeyError:
+            raise CliError(
+                "the export's API secrets are sealed with another secret key than this data"
+                f" folder's: {hint}"
+            ) from None
 
 
 @app.command()
-def version() -> None:
+def version(as_json: JsonOpt = False) -> None:
     """Print the version."""
-    typer.echo(__version__)
+    _emit({"version": __version__}, as_json, lambda result: str(result["version"]))
 
 
 def main() -> None:
-    app()
+    """The ``tradehall`` command. Under ``--json`` a script always gets one JSON object on
+    stdout, also for a usage error (exit status 2) and an unexpected failure (exit status 1,
+    the traceback on stderr)."""
+    if "--json" not in sys.argv[1:]:
+        app()
+        return
+    try:
+        status = app(standalone_mode=False)
+    except typer.TyperException as exc:  # bad usage: unknown option, missing or bad value
+        _print_error(int(Code.BAD_PARAM), exc.format_message())
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:
+        traceback.print_exc()
+        _print_error(int(Code.UNKNOWN), f"internal error: {type(exc).__name__}: {exc}")
+        sys.exit(1)
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _print_error(code: int, msg: str) -> None:
+    typer.echo(json.dumps({"code": code, "msg": msg}))

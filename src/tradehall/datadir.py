@@ -54,6 +54,16 @@ class DataDir:
     def secret_key_path(self) -> Path:
         return self.path / "secret.key"
 
+    def existing_secret_box(self) -> SecretBox | None:
+        """The sealing key if there is one yet (TRADEHALL_SECRET_KEY, else secret.key)."""
+        from_env = os.environ.get(ENV_VAR)
+        if from_env:
+            return SecretBox.from_text(from_env)
+        try:
+            return SecretBox.from_text(self.secret_key_path.read_text())
+        except FileNotFoundError:
+            return None
+
     def secret_box(self) -> SecretBox:
         """The key that seals API secrets in the store: from TRADEHALL_SECRET_KEY when set,
         else the data folder's secret.key (created on first use, mode 0600)."""

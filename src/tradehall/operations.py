@@ -134,9 +134,12 @@ def _external(
     tx_id: str | None,
     ts: int,
 ) -> dict[str, Any]:
+    if tx_id is not None and not tx_id.strip():
+        # An unset shell variable must not silently turn an idempotent call into a new one.
+        raise Reject(Code.BAD_PARAM, "txId is empty: leave it out to have one generated")
     asset = _name(asset)
     units = _amount(ex, asset, amount)
-    tx = tx_id if tx_id else f"{kind}-{uuid.uuid4().hex}"
+    tx = tx_id if tx_id is not None else f"{kind}-{uuid.uuid4().hex}"
     command = Deposit if kind == "deposit" else Withdraw
     reply: TransferReply = ex.apply(command(ts, account, asset, units, tx))
     decimals = ex.config.markets.assets[asset].decimals

@@ -334,6 +334,7 @@ def test_public_endpoints_and_the_market_address(env: Env) -> None:
     everything = ok(public(env, F + "/ticker_all"))
     assert [t["contractName"] for t in everything] == [BTC, ETH, INVERSE]
     assert {k: v for k, v in everything[0].items() if k != "contractName"} == ticker
+    assert ok(public(env, ROOT + "/ticker_all")) == everything  # as ticker: at the root too
 
     index = ok(public(env, F + "/index", {"contractName": BTC}))
     assert index == {
@@ -714,7 +715,6 @@ def test_catalogue_errors_of_orders(env: Env) -> None:
     refused(post(client, "/cancel", {"contractName": BTC, "orderId": "999999"}), -2013)
     refused(get(client, "/openOrders", {"contractName": "nope"}), -1121)
     refused(get(client, "/myTrades", {"contractName": "nope"}), -1121)
-    refused(get(client, "/myTrades"), -1102)
     refused(post(client, "/orderHistorical", {"contractName": "nope"}), -1121)
     refused(post(client, "/profitHistorical", {"limit": 1001}), -1102)
 
@@ -745,6 +745,31 @@ def test_cancel_and_open_orders_of_every_contract(env: Env) -> None:
     assert ok(get(client, "/openOrders")) == []
     (record,) = ok(get(client, "/account"))["account"]
     assert (record["accountNormal"], record["accountLock"]) == (D("1000"), 0)
+
+
+def test_my_trades_of_every_contract(env: Env) -> None:
+    """Without contractName, myTrades lists the caller's trades on every contract, newest
+    first, and fromId pages through them (as openOrders and orderHistorical do)."""
+    set_index(env, "30000")
+    set_index(env, "2000", ETH)
+    maker, taker = trader(env), trader(env)
+    placed(order(maker, "SELL", "OPEN", 1, "30000"))
+    placed(order(taker, "BUY", "OPEN", 1, "30000"))
+    placed(order(maker, "SELL", "OPEN", 2, "2000", contract=ETH))
+    placed(order(taker, "BUY", "OPEN", 2, "2000", contract=ETH))
+    placed(order(maker, "SELL", "OPEN", 3, "30000"))
+    placed(order(taker, "BUY", "OPEN", 3, "30000"))
+    every = ok(get(taker, "/myTrades"))
+    assert [(t["contractName"], t["qty"]) for t in every] == [(BTC, 3), (ETH, 2), (BTC, 1)]
+    assert [t["id"] for t in every] == sorted((t["id"] for t in every), reverse=True)
+    by_contract = ok(get(taker, "/myTrades", {"contractName": BTC})) + ok(
+        get(taker, "/myTrades", {"contractName": ETH})
+    )
+    assert sorted(every, key=lambda t: t["id"]) == sorted(by_contract, key=lambda t: t["id"])
+    oldest = every[-1]["id"]
+    page = ok(get(taker, "/myTrades", {"fromId": oldest, "limit": 2}))
+    assert [t["qty"] for t in page] == [2, 1]
+    assert ok(get(maker, "/myTrades", {"limit": 1}))[0]["side"] == "SELL"
 
 
 def test_conditional_orders_are_listed_found_and_cancelled(env: Env) -> None:
@@ -859,7 +884,8 @@ def test_leverage_margin_mode_and_position_margin(env: Env) -> None:
     assert (added["id"], added["holdAmount"]) == (pos["id"], D("20.5"))
     taken = ok(post(client, "/edit_position_margin", {**body, "amount": -5.5}))
     assert taken["holdAmount"] == D("15")
-    refused(post(client, "/edit_position_margin", {**body, "amount": "-0.01"}), -2017)
+    too_much = refused(post(client, "/edit_position_margin", {**body, "amount": "-0.01"}), -2017)
+    assert "at most 0 USDT may be taken out" in too_much  # in the coin, not in its units
     refused(post(client, "/edit_position_margin", {**body, "amount": "0.000000001"}), -1111)
     refused(post(client, "/edit_position_margin", {**body, "amount": 0}), -1102)
     refused(post(client, "/edit_position_margin", {**body, "amount": "99999"}), -2017)

@@ -71,7 +71,7 @@ class Checker:
 def test_futures_operations_are_described(env: Env) -> None:
     doc = env.http.get(PATH).json()
     ops = futures_ops(doc)
-    assert len(ops) == 24
+    assert len(ops) == 25  # ticker, index and ticker_all also at the market address
     for (method, path), op in ops.items():
         name = path.rsplit("/", 1)[-1]
         assert op["tags"] == ["Futures"], path
@@ -153,6 +153,7 @@ def test_every_futures_operation_answers_as_documented(env: Env) -> None:
         (F + "/ticker_all", {}),
         (ROOT + "/ticker", {"contractName": BTC}),
         (ROOT + "/index", {"contractName": BTC}),
+        (ROOT + "/ticker_all", {}),
     ]:
         ok(public.request("GET", path, params=params, signed=False))
 

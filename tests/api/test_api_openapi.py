@@ -269,7 +269,7 @@ def test_extensions_are_marked(doc: dict[str, Any]) -> None:
         if path.startswith((ADMIN, MARGIN + "/tradehall")) or path == PATH:
             assert op[EXTENSION] is True, path
             assert path == PATH or op["tags"] in (["Admin"], ["Margin"])
-        elif path.startswith("/futures/open") and (
+        elif path.startswith(("/futures/open", "/fapi/v1")) and (
             path.rsplit("/", 1)[-1] in FUTURES_EXTENSIONS or "/tradehall/" in path
         ):
             assert op[EXTENSION] is True, path

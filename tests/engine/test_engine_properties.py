@@ -159,7 +159,7 @@ class Model:
         if isinstance(cmd, CancelBatch):
             self.pair(cmd.symbol)
             success, failed = [], []
-            for order_id in cmd.order_ids:
+            for order_id in dict.fromkeys(cmd.order_ids):  # an id named twice counts once
                 found = self.find(cmd.account, cmd.symbol, order_id, None)
                 if found is None:
                     failed.append(order_id)

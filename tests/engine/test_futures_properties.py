@@ -72,6 +72,7 @@ from tradehall.engine.futures_model import (
     KIND_ORDER,
     KIND_POSITION,
     KIND_TRIGGER,
+    TRAILING_BUY,
     ContractState,
     FundingRecord,
     FuturesChanged,
@@ -81,6 +82,7 @@ from tradehall.engine.futures_model import (
 from tradehall.engine.futures_risk import maintenance, unrealized
 from tradehall.engine.liquidation import cross_equity
 from tradehall.engine.orders import FOK, GTC, IOC, LIMIT, MARKET, POST_ONLY
+from tradehall.engine.trigger_book import is_trailing, reached
 
 T = TypeVar("T")
 
@@ -241,6 +243,25 @@ class Run:
         assert {a: v for a, v in totals.items() if v} == {
             a: v for a, v in self.external.items() if v
         }
+        # No waiting trigger is left reached by its contract's last price, and the indexes
+        # that find them (per user, per contract by price) hold exactly the waiting ones.
+        for trigger in fx.triggers.values():
+            last = fx.states[trigger.contract].last
+            if last and not is_trailing(trigger):
+                assert not reached(
+                    trigger.trigger_type, trigger.side, trigger.trigger_price, last
+                ), f"trigger {trigger} reached by {last} but waiting after {cmd}"
+            elif last:
+                trailing_buy = trigger.trigger_type == TRAILING_BUY
+                assert (
+                    (last < trigger.trigger_price)
+                    if trailing_buy
+                    else (last > trigger.trigger_price)
+                ), f"trailing trigger {trigger} reached by {last} but waiting after {cmd}"
+        indexed = {t.id for ts in fx.user_triggers.values() for t in ts.values()}
+        assert indexed == set(fx.triggers), (indexed, set(fx.triggers))
+        booked = {i for b in fx.trigger_books.values() for i in (*b.fixed, *b.trailing)}
+        assert booked == set(fx.triggers), (booked, set(fx.triggers))
         # Nobody stays at or below maintenance.
         for contract in CONTRACTS:
             spec = fx.contracts[contract]

@@ -11,11 +11,13 @@ from typing import Any
 from test_store_recovery import command_stream, run
 from typer.testing import CliRunner
 
-from support import Backend
+from support import TEST_SECRET_BOX_KEY, Backend
 from tradehall import operations as ops
 from tradehall.cli import app
 from tradehall.engine import audit
 from tradehall.exchange import Exchange
+from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
+from tradehall.secretbox import SecretBox
 from tradehall.store.factory import ENV_VAR
 
 SQLITE = Backend("sqlite")
@@ -23,9 +25,11 @@ TS = 1_700_000_000_000
 HISTORY = ("SELECT * FROM orders ORDER BY id", "SELECT * FROM trades ORDER BY id")
 
 
-def cli(*args: str) -> Any:
-    result = CliRunner().invoke(app, list(args), env={ENV_VAR: None})
-    return result
+def cli(*args: str, sealing_key: str | None = SecretBox.encode_key(TEST_SECRET_BOX_KEY)) -> Any:
+    """The CLI with the sealing key the test exchanges use (as an operator moving a venue
+    takes the source's secret.key along), or with the data folder's own (None)."""
+    env = {ENV_VAR: None, SECRET_KEY_ENV: sealing_key}
+    return CliRunner().invoke(app, list(args), env=env)
 
 
 def populate(exchange: Exchange) -> None:
@@ -123,3 +127,38 @@ def test_a_damaged_export_imports_nothing(backend: Backend, tmp_path: Path) -> N
     assert result.exit_code == 1 and "export file line" in result.output
     for table in ("users", "orders", "ledger", "klines"):
         assert backend.query(target, f"SELECT COUNT(*) FROM {table}") == [(0,)]
+
+
+def test_an_import_needs_the_sources_sealing_key(tmp_path: Path) -> None:
+    """The stranger's path of docs/storage.md with the CLI alone: a store made by the CLI,
+    exported, imported elsewhere. The API secrets in the file are sealed with the source's
+    secret.key, so an import into a folder with no key or another key is refused and imports
+    nothing (no command could open that store); with the source's key copied over it works."""
+    source, dump = tmp_path / "source", tmp_path / "venue.jsonl"
+
+    def ok(*args: str) -> Any:
+        result = cli(*args, "--json", sealing_key=None)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    user = ok("user", "create", "--name", "ann", "--data-dir", str(source))
+    ok("key", "create", "--user", str(user["id"]), "--data-dir", str(source))
+    ok("deposit", "--user", str(user["id"]), "--asset", "USDT", "--amount", "5", "--data-dir",
+       str(source))  # fmt: skip
+    ok("db", "export", "--out", str(dump), "--data-dir", str(source))
+
+    no_key, other_key = tmp_path / "no-key", tmp_path / "other-key"
+    other_key.mkdir()
+    (other_key / "secret.key").write_text(SecretBox.encode_key(SecretBox.new_key()))
+    for target, problem in ((no_key, "sealed with the source's"), (other_key, "another secret")):
+        refused = cli("db", "import", "--in", str(dump), "--data-dir", str(target), "--json",
+                      sealing_key=None)  # fmt: skip
+        assert refused.exit_code == 1, refused.output
+        error = json.loads(refused.stdout)
+        assert problem in error["msg"] and "copy secret.key" in error["msg"], error
+        assert ok("user", "list", "--data-dir", str(target))["users"] == []
+
+    (other_key / "secret.key").write_bytes((source / "secret.key").read_bytes())
+    ok("db", "import", "--in", str(dump), "--data-dir", str(other_key))
+    assert [u["name"] for u in ok("user", "list", "--data-dir", str(other_key))["users"]] == ["ann"]
+    assert ok("audit", "--data-dir", str(other_key))["ok"] is True

@@ -509,3 +509,90 @@ def test_empty_name_is_refused_with_or_without_a_server(
     fails(data_dir, "user", "create", "--name", "", code=-1102)
     server_factory(data_dir)
     fails(data_dir, "user", "create", "--name", "", code=-1102)
+
+
+# --------------------------------------------------------------------------- errors under --json
+
+
+def json_error(proc: subprocess.CompletedProcess[str], status: int) -> dict[str, Any]:
+    """Exactly one JSON error object on stdout, and the exit status expected."""
+    assert proc.returncode == status, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, proc.stdout
+    error = json.loads(lines[0])
+    assert set(error) == {"code", "msg"} and isinstance(error["code"], int), error
+    assert error["code"] < 0 and error["msg"], error
+    return error
+
+
+def test_usage_errors_are_json_too_with_exit_status_2(data_dir: Path) -> None:
+    error = json_error(run(data_dir, "balances", "--json"), 2)  # --user missing
+    assert error["code"] == -1102 and "--user" in error["msg"]
+    error = json_error(run(data_dir, "balances", "--user", "abc", "--json"), 2)
+    assert "--user" in error["msg"]
+    json_error(run(data_dir, "user", "list", "--no-such-option", "--json"), 2)
+    json_error(run(None, "no-such-command", "--json"), 2)
+    error = json_error(run(data_dir, "serve", "--port", "70000", "--json"), 2)
+    assert "--port" in error["msg"]
+    assert not data_dir.exists()  # nothing was started, nothing created
+    # Without --json they stay the usual usage message on stderr.
+    proc = run(data_dir, "serve", "--port", "-1")
+    assert proc.returncode == 2 and proc.stdout == "" and "--port" in proc.stderr
+
+
+def test_data_folder_problems_are_one_clear_error(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    for args in (("user", "list"), ("db", "upgrade"), ("serve", "--port", "0")):
+        error = json_error(run(a_file, *args, "--json", timeout=20), 1)
+        assert str(a_file) in error["msg"], error
+    proc = run(a_file, "user", "list")
+    assert (
+        proc.returncode == 1
+        and proc.stderr.startswith("error: ")
+        and "Traceback" not in (proc.stderr)
+    )
+
+
+def test_a_bad_sealing_key_is_one_clear_error(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ok(data, "user", "create")
+    env = {**os.environ, "TRADEHALL_SECRET_KEY": "not base64 at all!"}
+    for args in (("user", "list"), ("serve", "--port", "0")):
+        proc = subprocess.run(
+            tradehall_command(*args, "--data-dir", str(data), "--json"),
+            capture_output=True, text=True, timeout=CLI_TIMEOUT, env=env, check=False,
+        )  # fmt: skip
+        assert "secret key" in json_error(proc, 1)["msg"]
+
+
+def test_a_command_that_creates_an_exchange_says_so_on_stderr(tmp_path: Path) -> None:
+    data = tmp_path / "typo"
+    proc = run(data, "user", "list", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout) == {"users": []}
+    assert f"created a new, empty exchange in {data}" in proc.stderr
+    again = run(data, "user", "list", "--json")
+    assert again.returncode == 0 and again.stderr == ""
+
+
+def test_version(tmp_path: Path) -> None:
+    from tradehall import __version__
+
+    assert ok(None, "version") == {"version": __version__}
+    assert run(None, "version").stdout.strip() == __version__
+
+
+def test_an_empty_tx_id_is_refused_with_or_without_a_server(
+    server_factory: Any, data_dir: Path
+) -> None:
+    """`--tx-id "$UNSET"` must not quietly become a fresh, non-idempotent deposit."""
+    ok(data_dir, "user", "create")
+    for args in (("deposit", "--user", "1"), ("withdraw", "--user", "1"), ("pool", "deposit")):
+        error = fails(
+            data_dir, *args, "--asset", "USDT", "--amount", "1", "--tx-id", "", code=-1102
+        )
+        assert "txId is empty" in error["msg"]
+    server_factory(data_dir)
+    fails(data_dir, "deposit", "--user", "1", "--asset", "USDT", "--amount", "1", "--tx-id", " ",
+          code=-1102)  # fmt: skip
+    assert free_locked(data_dir, 1).get("USDT", ("0", "0"))[0] in ("0", "0.00000000")

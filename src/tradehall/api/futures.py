@@ -1,5 +1,5 @@
-"""The futures endpoints of the seed, under /futures/open/fapi/v1 (with ``ticker`` and
-``index`` also at the server root, /fapi/v1), the family's extensions (``edit_lever``,
+"""The futures endpoints of the seed, under /futures/open/fapi/v1 (with ``ticker``, ``index``
+and ``ticker_all`` also at the server root, /fapi/v1), the family's extensions (``edit_lever``,
 ``edit_user_margin_model``, ``edit_position_margin``, ``cancel_all``, ``ticker_all``) and
 tradehall's own under /futures/open/fapi/v1/tradehall (``transfer``).
 
@@ -50,7 +50,8 @@ from tradehall.engine.orders import BUY, FOK, GTC, IOC, LIMIT, MARKET, POST_ONLY
 
 PREFIX = "/futures/open/fapi/v1"
 ROOT = "/fapi/v1"
-"""The seed's ``{futures_market_url}``: ticker and index are served here too."""
+"""The seed's ``{futures_market_url}``: ticker and index (and the ticker_all extension) are
+served here too."""
 EXTENSION = PREFIX + "/tradehall"
 MAX_CLIENT_ID = 32
 TIME_IN_FORCE = (GTC, IOC, FOK, POST_ONLY)
@@ -311,18 +312,17 @@ async def profit_historical(call: Call) -> Any:
 
 
 async def my_trades(call: Call) -> Any:
-    contract = need_contract(call)
-    limit = call.params.limit(100, 1000)
-    from_id = call.params.integer("fromId", minimum=0)
+    symbol, from_id, limit = _history_args(call)  # no contractName: every contract's trades
     await call.durable()
     rows = await call.state.read(
-        call.exchange.store.account_trades,
-        futures_account(call.user),
-        contract.symbol,
-        limit,
-        from_id,
+        call.exchange.store.account_trades, futures_account(call.user), symbol, limit, from_id
     )
-    return [view.account_trade(contract, trade, call.user) for trade in rows]
+    contracts = call.exchange.config.markets.contracts
+    return [
+        view.account_trade(contracts[trade.symbol], trade, call.user)
+        for trade in rows
+        if trade.symbol in contracts
+    ]
 
 
 async def account(call: Call) -> Any:
@@ -396,6 +396,7 @@ def routes() -> list[Route]:
         (PREFIX, "/ticker_all", ticker_all),
         (ROOT, "/ticker", ticker),
         (ROOT, "/index", index),
+        (ROOT, "/ticker_all", ticker_all),
     ]
     signed: list[tuple[str, str, str, Handler, bool]] = [
         ("POST", PREFIX, "/order", create_order, True),

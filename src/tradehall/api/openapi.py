@@ -790,6 +790,13 @@ OPERATIONS.update(
             list[wire.FuturesTickerItem],
             extension=True,
         ),
+        ("GET", f"{_FR}/ticker_all"): _futures(
+            "futuresMarketTickerAll",
+            "24-hour tickers of every contract (at the futures market address)",
+            "NONE",
+            list[wire.FuturesTickerItem],
+            extension=True,
+        ),
         ("POST", f"{_F}/order"): _futures(
             "futuresCreateOrder",
             "Place a futures order",

@@ -7,6 +7,7 @@ one factory per endpoint describing the call (method, path, parameters, whether 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -96,6 +97,24 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class SigningClock:
+    """Wall-clock milliseconds that never repeat: the server accepts a signature once, so two
+    identical calls within one millisecond must not be signed with the same timestamp. A
+    reading that would repeat (or go back) is the last one plus 1 ms (safe from any thread)."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        now = wall_clock_ms()
+        with self._lock:
+            if now <= self._last:
+                now = self._last + 1
+            self._last = now
+        return now
+
+
 # --- requests ---------------------------------------------------------------------------------
 
 
@@ -142,7 +161,7 @@ class RequestBuilder:
         self.base_url = base_url
         self.api_key = api_key
         self._secret = secret
-        self.clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
+        self.clock: Callable[[], int] = clock if clock is not None else SigningClock()
 
     def prepare(
         self,

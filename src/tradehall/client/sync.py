@@ -349,9 +349,9 @@ class Client:
         return self._call(r.futures_history("/profitHistorical", contract, limit, from_id))
 
     def futures_my_trades(
-        self, contract: str, limit: int | None = None, from_id: int | None = None
+        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
     ) -> Any:
-        """GET /futures/open/fapi/v1/myTrades."""
+        """GET /futures/open/fapi/v1/myTrades (no contract: every contract's trades)."""
         params = {"contractName": contract, "limit": limit, "fromId": from_id}
         return self._call(r.signed_get(FUTURES, "/myTrades", params))
 

@@ -8,6 +8,13 @@ currency, for limits and MARKET OPEN budgets) in ``10**-MONEY_DECIMALS`` quote.
 - Inverse (``side`` 0, margin coin = base): value = contracts x multiplier / price, rounded
   down to the margin coin's unit. A trade's value is computed once and used by both sides,
   so rounding never creates or destroys money.
+
+Order prices are bounded per contract (``max_price``) so that one contract at any price an
+order may carry is worth at least one unit of the margin coin: every fill, however small and
+whatever price it executes at (a resting order's), is then worth something, and every open
+position has a positive entry cost. Linear value is never below ``value_unit`` >= 1 per
+contract, so only ``MAX_PRICE`` bounds it; inverse value falls with the price and reaches 0
+above ``value_unit`` ticks.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ MONEY_DECIMALS = 8
 RATE_ONE: int = 10**FEE_RATE_DECIMALS
 """Rates (fees, maintenance, funding, interest) are integers in 1e-8: RATE_ONE is 100 %."""
 HOUR_MS = 3_600_000
+MAX_PRICE = 2**40
+"""Largest price in ticks a futures order may carry on any contract (keeps every value inside
+64 bits); a contract's own bound (``ContractSpec.max_price``) may be lower."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +82,10 @@ class ContractSpec:
     contract (value = contracts x value_unit // price)."""
     money_unit: int = field(init=False, compare=False)
     """Linear: money of 1 contract at 1 tick. Inverse: money of 1 contract."""
+    max_price: int = field(init=False, compare=False)
+    """Highest price in ticks an order may carry: ``MAX_PRICE``, and for an inverse contract
+    at most ``value_unit``, the highest price at which one contract is still worth one unit
+    of the margin coin (``value(1, p) >= 1`` exactly when ``p <= value_unit``)."""
 
     def __post_init__(self) -> None:
         tick = Decimal(1).scaleb(-self.price_precision)
@@ -92,6 +106,8 @@ class ContractSpec:
             raise ValueError(f"{self.symbol}: multiplier x tick has more than 8 decimals")
         object.__setattr__(self, "value_unit", int(value_unit))
         object.__setattr__(self, "money_unit", int(money_unit))
+        max_price = min(MAX_PRICE, int(value_unit)) if self.inverse else MAX_PRICE
+        object.__setattr__(self, "max_price", max_price)
 
     def value(self, volume: int, price: int) -> int:
         """Margin-coin value of ``volume`` contracts at ``price`` ticks."""

@@ -35,8 +35,9 @@ from tradehall.engine.commands import (
     SetMarginMode,
     Withdraw,
 )
+from tradehall.engine.contracts import MAX_PRICE
 from tradehall.engine.events import BalanceChanged, Event, TradeExecuted, TransferDone
-from tradehall.engine.futures import MAX_PRICE, Futures
+from tradehall.engine.futures import Futures
 from tradehall.engine.futures_model import (
     FUTURES_ACCOUNT_BASE,
     KIND_POSITION,
@@ -259,7 +260,7 @@ class Engine:
         book = self.spot.book(cmd.symbol)
         success: list[int] = []
         failed: list[int] = []
-        for order_id in cmd.order_ids:
+        for order_id in dict.fromkeys(cmd.order_ids):  # an id named twice is one request
             order = self.spot.find_open(cmd.account, cmd.symbol, order_id, None)
             if order is None:
                 failed.append(order_id)

@@ -18,7 +18,7 @@ import msgspec
 from tradehall.codes import Code, Reject
 from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import FuturesPlace
-from tradehall.engine.contracts import RATE_ONE, ContractSpec
+from tradehall.engine.contracts import MAX_PRICE, RATE_ONE, ContractSpec
 from tradehall.engine.events import Event, Trade, TradeExecuted
 from tradehall.engine.futures_model import (
     BY_LIQUIDATION,
@@ -61,11 +61,11 @@ from tradehall.engine.orders import (
     SELL,
 )
 from tradehall.engine.spot import FEE_ACCOUNT, SpotMarkets
+from tradehall.engine.trigger_book import TriggerBook
+from tradehall.units import format_units, format_units_trimmed
 
 INSURANCE_ACCOUNT = -1
 """The insurance fund (shared with margin): one balance per asset."""
-MAX_PRICE = 2**40
-"""Largest price in ticks an order may carry (keeps every value inside 64 bits)."""
 
 Fill = tuple[int, int]
 """(price, contracts) of one planned taker fill."""
@@ -73,6 +73,24 @@ Fill = tuple[int, int]
 
 def opposite(side: str) -> str:
     return SELL if side == BUY else BUY
+
+
+def check_price(contract: ContractSpec, price: int, name: str = "price") -> None:
+    """Refuse (-1138) a price below 1 tick or above the contract's ``max_price``. On an
+    inverse contract that bound keeps one contract worth at least one unit of the margin
+    coin, so that no fill at an admissible price (a partial one against a resting order
+    included) is worth nothing and every position has a positive cost."""
+    if 0 < price <= contract.max_price:
+        return
+    highest = format_units(contract.max_price, contract.price_precision)
+    why = ""
+    if contract.inverse and contract.max_price < MAX_PRICE:
+        unit = format_units(1, contract.margin_decimals)
+        why = f" (above it one contract is worth less than {unit} {contract.margin_coin})"
+    raise Reject(
+        Code.PRICE_RANGE,
+        f"{name} must be positive and at most {highest} on {contract.symbol}{why}",
+    )
 
 
 class Futures:
@@ -100,6 +118,8 @@ class Futures:
         self.states = {symbol: ContractState(symbol) for symbol in contracts}
         self.triggers: dict[int, Trigger] = {}
         """Waiting conditional orders by id."""
+        self.user_triggers: dict[int, dict[int, Trigger]] = {}
+        self.trigger_books = {symbol: TriggerBook() for symbol in contracts}
         self.next_position_id = 1
         self.margin_coins = {c.margin_coin for c in contracts.values()}
 
@@ -125,11 +145,10 @@ class Futures:
         return [o for o in orders.values() if symbol is None or o.symbol == symbol]
 
     def waiting_triggers(self, user: int, symbol: str | None = None) -> list[Trigger]:
-        return [
-            t
-            for t in self.triggers.values()
-            if t.user == user and (symbol is None or t.contract == symbol)
-        ]
+        triggers = self.user_triggers.get(user)
+        if not triggers:
+            return []
+        return [t for t in triggers.values() if symbol is None or t.contract == symbol]
 
     def user_positions(self, user: int) -> list[Position]:
         """Open positions of ``user``, oldest first."""
@@ -159,15 +178,13 @@ class Futures:
     def _open_count(self, user: int, symbol: str) -> int:
         orders = self.open_by_user.get(user, {})
         count = sum(1 for o in orders.values() if o.symbol == symbol)
-        return count + sum(
-            1 for t in self.triggers.values() if t.user == user and t.contract == symbol
-        )
+        return count + len(self.waiting_triggers(user, symbol))
 
     def has_activity(self, user: int, symbol: str) -> bool:
         """Open orders, waiting triggers or open positions on the contract."""
         if any(o.symbol == symbol for o in self.open_by_user.get(user, {}).values()):
             return True
-        if any(t.user == user and t.contract == symbol for t in self.triggers.values()):
+        if self.waiting_triggers(user, symbol):
             return True
         return any((user, symbol, side) in self.positions for side in (BUY, SELL))
 
@@ -286,10 +303,10 @@ class Futures:
             # keep it at least that far above its maintenance margin at the mark.
             keep = pos.cost // pos.leverage + max(0, -upnl)
             if pos.margin - take < keep:
+                most = format_units_trimmed(max(0, pos.margin - keep), contract.margin_decimals)
                 raise Reject(
                     Code.INSUFFICIENT_BALANCE,
-                    "the position needs that margin (at most "
-                    f"{max(0, pos.margin - keep)} units may be taken out)",
+                    f"the position needs that margin (at most {most} {coin} may be taken out)",
                 )
             self.ledger.change(account, coin, take, -take, "position_margin", pos.id)
         pos.margin += amount
@@ -317,8 +334,7 @@ class Futures:
         if cmd.type == LIMIT:
             if cmd.tif not in (GTC, IOC, FOK, POST_ONLY):
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce must be IOC, FOK or POST_ONLY")
-            if not 0 < cmd.price <= MAX_PRICE:
-                raise Reject(Code.PRICE_RANGE, "price must be positive and in range")
+            check_price(contract, cmd.price)
             self._check_volume(contract, cmd.volume, contract.max_limit_volume)
             money = contract.money(cmd.volume, cmd.price)
             if money < contract.min_money:
@@ -786,9 +802,24 @@ class Futures:
         self.by_user.setdefault(pos.user, {})[pos.id] = pos
 
     def restore_trigger(self, trigger: Trigger) -> None:
+        """Add a waiting trigger to the indexes (placed, or recovered)."""
         self.triggers[trigger.id] = trigger
+        self.user_triggers.setdefault(trigger.user, {})[trigger.id] = trigger
+        self.trigger_books[trigger.contract].add(trigger)
         if trigger.client_id:
             self.by_client_id[(trigger.user, trigger.contract, trigger.client_id)] = trigger.id
+
+    def drop_trigger(self, trigger: Trigger) -> None:
+        """Take a trigger out of the indexes (cancelled, or firing)."""
+        del self.triggers[trigger.id]
+        mine = self.user_triggers[trigger.user]
+        del mine[trigger.id]
+        if not mine:
+            del self.user_triggers[trigger.user]
+        self.trigger_books[trigger.contract].remove(trigger)
+        key = (trigger.user, trigger.contract, trigger.client_id)
+        if trigger.client_id and self.by_client_id.get(key) == trigger.id:
+            del self.by_client_id[key]
 
     def all_positions(self) -> Iterator[Position]:
         for positions in self.by_contract.values():

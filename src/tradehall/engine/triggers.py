@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tradehall.codes import Code, Reject
 from tradehall.engine.commands import FuturesPlace
-from tradehall.engine.futures import Futures
+from tradehall.engine.futures import Futures, check_price
 from tradehall.engine.futures_model import (
     BY_TRIGGER,
     FIRED,
@@ -30,6 +30,7 @@ from tradehall.engine.futures_model import (
     Trigger,
 )
 from tradehall.engine.orders import BUY, GTC, SELL
+from tradehall.engine.trigger_book import reached
 
 TRIGGER_TYPES = (STOP_LOSS, TAKE_PROFIT, TRAILING_BUY, TRAILING_SELL)
 
@@ -48,6 +49,8 @@ def place(fx: Futures, cmd: FuturesPlace) -> Trigger:
     # The order it will submit must be valid as far as it can be known now; margin and the
     # position to close are checked when it fires.
     contract, setting = fx.validate(cmd, conditional=True)
+    # A trigger above the highest price the contract trades at could never be reached.
+    check_price(contract, cmd.trigger_price, "triggerPrice")
     state = fx.states[contract.symbol]
     price = state.last or state.mark
     distance = 0
@@ -64,7 +67,7 @@ def place(fx: Futures, cmd: FuturesPlace) -> Trigger:
             where = "above" if cmd.trigger_type == TRAILING_BUY else "below"
             raise Reject(Code.PRICE_RANGE, f"a trailing trigger must be {where} the last price")
         best = price
-    elif price and _reached(cmd.trigger_type, cmd.side, cmd.trigger_price, price):
+    elif price and reached(cmd.trigger_type, cmd.side, cmd.trigger_price, price):
         raise Reject(Code.PRICE_RANGE, "the trigger price is already reached")
     trigger = Trigger(
         fx.spot.next_order_id,
@@ -93,35 +96,25 @@ def place(fx: Futures, cmd: FuturesPlace) -> Trigger:
     return trigger
 
 
-def _reached(trigger_type: int, side: str, trigger: int, price: int) -> bool:
-    rising = (trigger_type == STOP_LOSS) == (side == BUY)
-    return price >= trigger if rising else price <= trigger
-
-
 def cancel(fx: Futures, trigger: Trigger, ts: int) -> Trigger:
-    _drop(fx, trigger)
+    fx.drop_trigger(trigger)
     trigger.status = TRIGGER_CANCELED
     trigger.updated = ts
     fx.emit_trigger(trigger)
     return trigger
 
 
-def _drop(fx: Futures, trigger: Trigger) -> None:
-    del fx.triggers[trigger.id]
-    key = (trigger.user, trigger.contract, trigger.client_id)
-    if trigger.client_id and fx.by_client_id.get(key) == trigger.id:
-        del fx.by_client_id[key]
-
-
 def due(fx: Futures, symbol: str) -> list[Trigger]:
-    """Move trailing triggers with the last price and return those it reaches (by id)."""
+    """Move trailing triggers with the last price and return those it reaches (by id). The
+    caller fires every one returned (they are out of the contract's price order)."""
     price = fx.states[symbol].last
     if not price:
         return []
-    fired = []
-    for trigger in sorted(fx.triggers.values(), key=lambda t: t.id):
-        if trigger.contract != symbol:
-            continue
+    book = fx.trigger_books[symbol]
+    fired = book.reached_fixed(price)
+    trailing = book.trailing
+    for trigger_id in sorted(trailing):
+        trigger = trailing[trigger_id]
         if trigger.trigger_type == TRAILING_BUY:
             if price < trigger.best:
                 trigger.best = price
@@ -129,20 +122,19 @@ def due(fx: Futures, symbol: str) -> list[Trigger]:
                 fx.emit_trigger(trigger)
             if price >= trigger.trigger_price:
                 fired.append(trigger)
-        elif trigger.trigger_type == TRAILING_SELL:
+        else:
             if price > trigger.best:
                 trigger.best = price
                 trigger.trigger_price = price - trigger.distance
                 fx.emit_trigger(trigger)
             if price <= trigger.trigger_price:
                 fired.append(trigger)
-        elif _reached(trigger.trigger_type, trigger.side, trigger.trigger_price, price):
-            fired.append(trigger)
+    fired.sort(key=lambda t: t.id)
     return fired
 
 
 def fire(fx: Futures, trigger: Trigger, ts: int) -> None:
-    _drop(fx, trigger)
+    fx.drop_trigger(trigger)
     trigger.updated = ts
     cmd = FuturesPlace(
         ts,

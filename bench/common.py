@@ -3,6 +3,7 @@ time, spawning Python subprocesses of the harness and killing them."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -294,3 +295,32 @@ def fresh_schema(database: str) -> tuple[str, Callable[[], None]]:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
     return url, drop
+
+
+Rows = list[dict[str, Any]]
+
+
+def scaling_main(
+    argv: list[str] | None,
+    description: str,
+    sizes: tuple[str, str],
+    run: Callable[[list[int], int], Rows],
+    titles: list[str],
+    cells: Callable[[dict[str, Any]], list[str]],
+) -> None:
+    """The command line of a scaling measurement: ``sizes`` is its (flag, default) list of
+    sizes; prints a markdown table of ``titles`` and each row's ``cells``, or JSON."""
+    parser = argparse.ArgumentParser(description=description)
+    flag, default = sizes
+    parser.add_argument(flag, dest="sizes", default=default)
+    parser.add_argument("--commands", type=int, default=1000)
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = parser.parse_args(argv)
+    rows = run([int(n) for n in args.sizes.split(",")], args.commands)
+    if args.json:
+        print(json.dumps(rows))
+        return
+    print("| " + " | ".join(titles) + " |")
+    print("|" + "---|" * len(titles))
+    for row in rows:
+        print("| " + " | ".join(cells(row)) + " |")

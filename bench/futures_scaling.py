@@ -3,32 +3,37 @@
     python -m bench.futures_scaling [--positions 100,1000,10000] [--commands 1000]
 
 For each size, a fresh engine with that many open positions on E-BTC-USDT (pairs of users
-each holding one contract long and short, opened against each other at the index), then,
-timed in CPU seconds per command:
+each holding one contract long and short, opened against each other at the index) and as
+many waiting conditional orders (stop-losses far from the price), then, timed in CPU seconds:
 
 - ``place_cancel``: a resting LIMIT OPEN order far from the book, then its cancel (no trade,
-  no price move: the commands most of a futures venue's traffic is made of);
+  no price move: the commands most of a futures venue's traffic is made of), per command;
 - ``trade``: one user rests a SELL OPEN of one contract at the index, another takes it (every
-  other command trades; the mark stays at the index).
+  other command trades; the mark stays at the index), per command;
+- ``mark_move``: the index moves by a tick and the scheduler's tick follows (the mark moves:
+  liquidation looks for positions it made due, triggers are checked), per move;
+- ``first_move``: the first such move, where the liquidation sweep looks at every position
+  once to draw its risk bands (after a start, a recovery);
+- ``funding``: a tick that settles funding (every position pays or receives, so every
+  position is looked at again).
 
 A command that may have made positions due looks for them (the liquidation sweep); these
-figures show what that costs as positions grow. The mark never moves here, so what a sweep
-of every position costs after a real price move is not in them.
+figures show what that costs as positions grow.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import time
 from typing import Any
 
+from bench.common import scaling_main
 from tradehall.config import load_config
 from tradehall.engine.commands import (
     Deposit,
     FuturesCancel,
     FuturesPlace,
+    FuturesTick,
     FuturesTransfer,
     SetIndexPrice,
 )
@@ -53,6 +58,14 @@ def engine_with_positions(positions: int) -> tuple[Engine, int]:
     for user in range(1, holders, 2):
         engine.apply(FuturesPlace(T0, user, CONTRACT, "BUY", "OPEN", "LIMIT", INDEX, 1))
         engine.apply(FuturesPlace(T0, user + 1, CONTRACT, "SELL", "OPEN", "LIMIT", INDEX, 1))
+    for user in range(1, holders + 1):  # a stop-loss each, far below / above the price
+        side, trigger = ("SELL", INDEX // 2) if user % 2 else ("BUY", INDEX * 2)
+        engine.apply(
+            FuturesPlace(
+                T0, user, CONTRACT, side, "CLOSE", "MARKET", 0, 1, trigger_type=1,
+                trigger_price=trigger - user % 1000,
+            )
+        )  # fmt: skip
     return engine, holders + 1
 
 
@@ -78,35 +91,68 @@ def trade_us(engine: Engine, maker: int, commands: int) -> float:
     return (time.process_time() - start) / (commands // 2 * 2) * 1e6
 
 
+def move_ms(engine: Engine, ts: int, moves: int) -> tuple[float, int]:
+    """CPU ms per index move (by one tick, up and down in turn) and the tick after it."""
+    apply = engine.apply
+    gc.collect()
+    start = time.process_time()
+    for i in range(moves):
+        ts += 1000
+        apply(SetIndexPrice(ts, CONTRACT, INDEX + 1 + i % 2))
+        apply(FuturesTick(ts))
+    return (time.process_time() - start) / moves * 1e3, ts
+
+
+def funding_ms(engine: Engine, ts: int) -> tuple[float, int]:
+    """CPU ms of the tick that settles the next funding interval."""
+    interval = engine.futures.contracts[CONTRACT].funding_interval_ms
+    ts = (ts // interval + 1) * interval
+    gc.collect()
+    start = time.process_time()
+    engine.apply(FuturesTick(ts))
+    return (time.process_time() - start) * 1e3, ts
+
+
 def run(sizes: list[int], commands: int) -> list[dict[str, Any]]:
     rows = []
     for size in sizes:
         engine, spare = engine_with_positions(size)
-        open_positions = len(engine.futures.by_contract[CONTRACT])
-        rows.append(
-            {
-                "positions": open_positions,
-                "place_cancel_us": place_cancel_us(engine, spare, commands),
-                "trade_us": trade_us(engine, spare, commands),
-            }
-        )
+        row: dict[str, Any] = {
+            "positions": len(engine.futures.by_contract[CONTRACT]),
+            "waiting_triggers": len(engine.futures.triggers),
+            "place_cancel_us": place_cancel_us(engine, spare, commands),
+            "trade_us": trade_us(engine, spare, commands),
+        }
+        ts = T0 + commands
+        row["first_move_ms"], ts = move_ms(engine, ts, 1)
+        row["mark_move_ms"], ts = move_ms(engine, ts, max(2, commands // 10))
+        row["funding_ms"], ts = funding_ms(engine, ts)
+        rows.append(row)
     return rows
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--positions", default="100,1000,10000")
-    parser.add_argument("--commands", type=int, default=1000)
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    args = parser.parse_args(argv)
-    rows = run([int(n) for n in args.positions.split(",")], args.commands)
-    if args.json:
-        print(json.dumps(rows))
-        return
-    print("| Open positions | place + cancel, us per command | trading, us per command |")
-    print("|---|---|---|")
-    for row in rows:
-        print(f"| {row['positions']:,} | {row['place_cancel_us']:.1f} | {row['trade_us']:.1f} |")
+    titles = [
+        "Open positions (and waiting triggers)",
+        "place + cancel, us per command",
+        "trading, us per command",
+        "mark move, ms",
+        "first move, ms",
+        "funding, ms",
+    ]
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        return [
+            f"{row['positions']:,} ({row['waiting_triggers']:,})",
+            f"{row['place_cancel_us']:.1f}",
+            f"{row['trade_us']:.1f}",
+            f"{row['mark_move_ms']:.2f}",
+            f"{row['first_move_ms']:.1f}",
+            f"{row['funding_ms']:.1f}",
+        ]
+
+    description = (__doc__ or "").split("\n\n")[0]
+    scaling_main(argv, description, ("--positions", "100,1000,10000"), run, titles, cells)
 
 
 if __name__ == "__main__":

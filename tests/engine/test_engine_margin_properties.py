@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -62,6 +63,7 @@ from tradehall.engine.margin import (
     INSURANCE_ACCOUNT,
     MARGIN_ACCOUNT_BASE,
     POOL_ACCOUNT,
+    Margin,
 )
 from tradehall.engine.markets import LEVEL_SCALE, RATE_SCALE, MarginSpec, MarketsSpec
 from tradehall.engine.orders import BUY, GTC, IOC, LIMIT, MARKET, SELL
@@ -542,11 +544,9 @@ def check_replay(markets: MarketsSpec, run: Run) -> None:
     assert replay.state_hash() == run.engine.state_hash()
 
 
-def test_long_seeded_margin_streams(markets: MarketsSpec) -> None:
-    """Longer streams from a seeded generator, with every check above. Together they must
-    really borrow, repay, charge interest, liquidate, insure and write off, so that the checks
-    are not vacuous."""
-    seen: dict[str, int] = defaultdict(int)
+def seeded_runs(markets: MarketsSpec) -> list[Run]:
+    """Four longer streams from a seeded generator, every command checked as above."""
+    runs = []
     for seed in range(4):
         spec = MarginSpec(SYMBOL, base_hourly_rate=37_000, quote_hourly_rate=41_000)
         run = Run(markets, spec)
@@ -557,6 +557,16 @@ def test_long_seeded_margin_streams(markets: MarketsSpec) -> None:
             cmd = draw_command(run, source)
             if cmd is not None:
                 run.step(cmd)
+        runs.append(run)
+    return runs
+
+
+def test_long_seeded_margin_streams(markets: MarketsSpec) -> None:
+    """Longer streams from a seeded generator, with every check above. Together they must
+    really borrow, repay, charge interest, liquidate, insure and write off, so that the checks
+    are not vacuous."""
+    seen: dict[str, int] = defaultdict(int)
+    for run in seeded_runs(markets):
         check_replay(markets, run)
         model = run.model
         seen["loans"] += model.loans
@@ -571,3 +581,28 @@ def test_long_seeded_margin_streams(markets: MarketsSpec) -> None:
     # they are proven by the worked examples in test_engine_margin.py instead.
     required = {k: v for k, v in seen.items() if k != "written off"}
     assert len(required) == 6 and all(required.values()), dict(seen)
+
+
+def test_the_safe_price_ranges_change_nothing(
+    markets: MarketsSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep after a trade looks only at the margin accounts whose safe price range the new
+    price has left, and at those changed since. The same streams, replayed with every sweep
+    looking at every account, go through exactly the same events and states."""
+    looked_at: list[int] = []
+    candidates = Margin._candidates
+
+    def counted(self: Margin, symbol: str, price: int) -> Any:
+        found = candidates(self, symbol, price)
+        if found is not None:
+            looked_at.append(len(found) < sum(a.has_debt() for a in self.accounts.values()))
+        return found
+
+    monkeypatch.setattr(Margin, "_candidates", counted)
+    runs = seeded_runs(markets)
+    assert any(looked_at)  # the ranges do leave accounts out
+    assert sum(run.model.liquidations for run in runs) > 0
+
+    monkeypatch.setattr(Margin, "_candidates", lambda self, symbol, price: None)
+    for run in runs:
+        check_replay(markets, run)

@@ -82,6 +82,7 @@ from tradehall.engine.futures_model import (
 from tradehall.engine.futures_risk import maintenance, unrealized
 from tradehall.engine.liquidation import cross_equity
 from tradehall.engine.orders import FOK, GTC, IOC, LIMIT, MARKET, POST_ONLY
+from tradehall.engine.risk_bands import RiskBands
 from tradehall.engine.trigger_book import is_trailing, reached
 
 T = TypeVar("T")
@@ -532,24 +533,35 @@ def test_long_seeded_futures_streams() -> None:
 
 def test_the_sweep_shortcuts_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """A futures placement that did not trade skips the liquidation sweep when the mark did not
-    move, and one that traded without moving the mark looks first at its parties' positions
-    only. The same streams, replayed with every command sweeping every position (the
-    shortcuts off), go through exactly the same states."""
+    move, one that traded without moving the mark looks first at its parties' positions
+    only, and a move of the mark looks at the positions the risk bands name. The same
+    streams, replayed with every command sweeping every position (the shortcuts off), go
+    through exactly the same states."""
     sweep = liquidation.sweep
     refresh = futures_prices.refresh
     targeted = []
+    banded = []
+    candidates = RiskBands.candidates
 
     def counted(fx: Any, symbols: list[str], ts: int, users: set[int] | None = None) -> int:
         targeted.append(users is not None)
         return sweep(fx, symbols, ts, users)
 
+    def named(self: RiskBands, fx: Any, symbol: str, mark: int) -> Any:
+        found = candidates(self, fx, symbol, mark)
+        if found is not None:
+            banded.append(len(found) < len(fx.by_contract[symbol]))
+        return found
+
     monkeypatch.setattr(liquidation, "sweep", counted)
+    monkeypatch.setattr(RiskBands, "candidates", named)
     runs = [run_stream(RandomSource(seed), 300) for seed in range(100, 106)]
     assert any(targeted)  # the streams do take the shortcut
+    assert any(banded)  # and the bands do leave positions out
     assert sum(run.stats["liquidations"] for run in runs) > 0
 
     def every_position(fx: Any, symbols: list[str], ts: int, users: set[int] | None = None) -> int:
-        return sweep(fx, symbols, ts)
+        return sweep(fx, symbols, ts, whole=True)
 
     def always_changed(*args: Any, **kwargs: Any) -> bool:
         refresh(*args, **kwargs)

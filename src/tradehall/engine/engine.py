@@ -36,7 +36,13 @@ from tradehall.engine.commands import (
     Withdraw,
 )
 from tradehall.engine.contracts import MAX_PRICE
-from tradehall.engine.events import BalanceChanged, Event, TradeExecuted, TransferDone
+from tradehall.engine.events import (
+    BalanceChanged,
+    DebtChanged,
+    Event,
+    TradeExecuted,
+    TransferDone,
+)
 from tradehall.engine.futures import Futures
 from tradehall.engine.futures_model import (
     FUTURES_ACCOUNT_BASE,
@@ -183,6 +189,7 @@ class Engine:
         """An order may have brought the liquidity an unfinished liquidation waits for."""
         if self.margin.waiting and self.margin.waiting_on(symbol):
             start = len(self.spot.events)
+            self._tell_margin()
             self.margin.sweep([symbol], ts)
             self._after_trades(start, ts)
 
@@ -200,6 +207,7 @@ class Engine:
         processed the same way)."""
         if not self.margin.accounts:
             return
+        self._tell_margin()
         events = self.spot.events
         while start < len(events):
             batch = events[start:]
@@ -208,7 +216,24 @@ class Engine:
             if not symbols:
                 return
             symbols |= self.margin.auto_repay(batch)
+            self._tell_margin()
             self.margin.sweep(symbols, ts)
+
+    def _tell_margin(self) -> None:
+        """Margin accounts the command has changed so far lose their safe price ranges: those
+        whose balances fell, and those whose debts changed (more cash in harms no one)."""
+        changed = set()
+        for event in self._events:
+            if type(event) is BalanceChanged:
+                if (
+                    MARGIN_ACCOUNT_BASE <= event.account < FUTURES_ACCOUNT_BASE
+                    and event.d_free + event.d_locked < 0
+                ):
+                    changed.add(event.account)
+            elif type(event) is DebtChanged:
+                changed.add(event.account)
+        if changed:
+            self.margin.changed(changed)
 
     def _place_batch(self, cmd: PlaceBatch) -> list[OrderState]:
         self._margin_account(cmd.account, cmd.symbol)
@@ -229,7 +254,9 @@ class Engine:
             raise Reject(Code.BAD_PARAM, "amount must be positive")
         if cmd.into_margin:
             return self.margin.transfer_in(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
-        return self.margin.transfer_out(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
+        account = self.margin.transfer_out(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
+        self._tell_margin()
+        return account
 
     def _margin_repay(self, cmd: MarginRepay) -> int:
         self.margin.check_asset(cmd.symbol, cmd.asset)
@@ -238,12 +265,15 @@ class Engine:
             raise Reject(Code.BAD_PARAM, "nothing to repay")
         if self.ledger.free(account.id, cmd.asset) < cmd.amount:
             raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient free {cmd.asset} to repay")
-        return self.margin.repay(account, cmd.asset, cmd.amount, "repay", account.id)
+        repaid = self.margin.repay(account, cmd.asset, cmd.amount, "repay", account.id)
+        self._tell_margin()
+        return repaid
 
     def _accrue_interest(self, cmd: AccrueInterest) -> int:
         hours = self.margin.accrue(cmd.ts)
         if hours:
             start = len(self.spot.events)
+            self._tell_margin()
             self.margin.sweep(list(self.markets.margin), cmd.ts)
             self._after_trades(start, cmd.ts)
         return hours
@@ -337,7 +367,9 @@ class Engine:
         the command changed needs looking at:
 
         - a contract whose mark moved, or that ``moved`` (True unless the caller knows its
-          command changed nothing but by trading) names: every position on it;
+          command changed nothing but by trading) names: the positions its risk bands name
+          (those near liquidation, and those changed since their bands were drawn, which
+          ``tell_bands`` reports; every position, the first time after a start);
         - a contract of ``symbols`` the command traded on without moving its mark: the
           positions of the users the command changed (their equity is all that moved);
         - a placement that neither traded nor moved the mark: nothing;
@@ -348,11 +380,21 @@ class Engine:
         pending = list(symbols)
         settled: set[str] = set()
         parties_looked_at = False
+        told = 0  # the command's events the risk bands have been told about
+
+        def tell_bands() -> None:
+            """The users changed since the bands were last told: their bands are stale (a
+            band stays sound when only cash came in: the margin behind it only grew)."""
+            nonlocal told
+            fx.risk_bands.changed(fx, self._futures_parties(told, gains=False))
+            told = len(self._events)
+
         for _ in range(liquidation.MAX_ROUNDS):
             if not pending:
                 if parties_looked_at:
                     return
                 parties_looked_at = True
+                tell_bands()
                 parties = self._futures_parties()
                 held = {p.contract for user in parties for p in fx.user_positions(user)}
                 for symbol in fx.contracts:
@@ -376,6 +418,7 @@ class Engine:
                 changed = futures_prices.refresh(fx, contract, ts, tick=False, dirty=dirty)
                 if not (changed or check):
                     break  # nothing it depends on changed: nothing can have become due
+                tell_bands()
                 users = (
                     self._futures_parties()
                     if not moved and symbol in symbols and fx.states[symbol].mark == mark
@@ -397,20 +440,21 @@ class Engine:
                 dirty = True
         raise AssertionError("futures prices did not settle")
 
-    def _futures_parties(self) -> set[int]:
+    def _futures_parties(self, start: int = 0, *, gains: bool = True) -> set[int]:
         """Users whose futures positions or futures balances (free + locked) the command being
-        applied has changed so far."""
+        applied has changed so far (by its events from ``start`` on); without ``gains``, not
+        those whose balances only grew (more cash lowers nobody's margin ratio)."""
         users: set[int] = set()
-        for event in self._events:
+        events = self._events
+        for i in range(start, len(events)):
+            event = events[i]
             if type(event) is FuturesChanged:
                 if event.kind == KIND_POSITION:
                     users.add(event.user)
-            elif (
-                type(event) is BalanceChanged
-                and event.account >= FUTURES_ACCOUNT_BASE
-                and event.d_free + event.d_locked
-            ):
-                users.add(event.account - FUTURES_ACCOUNT_BASE)
+            elif type(event) is BalanceChanged and event.account >= FUTURES_ACCOUNT_BASE:
+                change = event.d_free + event.d_locked
+                if change < 0 or (change and gains):
+                    users.add(event.account - FUTURES_ACCOUNT_BASE)
         return users
 
     def _futures_cancel(self, cmd: FuturesCancel) -> FuturesOrderState | Trigger:

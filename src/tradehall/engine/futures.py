@@ -60,6 +60,7 @@ from tradehall.engine.orders import (
     REJECTED,
     SELL,
 )
+from tradehall.engine.risk_bands import RiskBands
 from tradehall.engine.spot import FEE_ACCOUNT, SpotMarkets
 from tradehall.engine.trigger_book import TriggerBook
 from tradehall.units import format_units, format_units_trimmed
@@ -120,6 +121,8 @@ class Futures:
         """Waiting conditional orders by id."""
         self.user_triggers: dict[int, dict[int, Trigger]] = {}
         self.trigger_books = {symbol: TriggerBook() for symbol in contracts}
+        self.risk_bands = RiskBands(list(contracts))
+        """Which positions a move of the mark can have made due (liquidation's index)."""
         self.next_position_id = 1
         self.margin_coins = {c.margin_coin for c in contracts.values()}
 
@@ -800,6 +803,7 @@ class Futures:
         self.positions[(pos.user, pos.contract, pos.side)] = pos
         self.by_contract[pos.contract][pos.id] = pos
         self.by_user.setdefault(pos.user, {})[pos.id] = pos
+        self.risk_bands.banded.discard(pos.contract)  # its next sweep looks at every position
 
     def restore_trigger(self, trigger: Trigger) -> None:
         """Add a waiting trigger to the indexes (placed, or recovered)."""

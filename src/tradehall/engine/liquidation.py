@@ -68,22 +68,28 @@ def effective_margin(fx: Futures, pos: Position) -> int:
     return pos.margin if pos.position_type == ISOLATED else cross_margin_for(fx, pos)
 
 
-def _isolated_due(fx: Futures, contract: ContractSpec, pos: Position, mark: int) -> bool:
-    return pos.margin + unrealized(contract, pos, mark) <= maintenance(contract, pos, mark)
-
-
-def sweep(fx: Futures, symbols: list[str], ts: int, users: set[int] | None = None) -> int:
+def sweep(
+    fx: Futures,
+    symbols: list[str],
+    ts: int,
+    users: set[int] | None = None,
+    *,
+    whole: bool = False,
+) -> int:
     """Liquidate every position the current marks call for, until none is left.
     Returns how many liquidations ran.
 
     ``users``: the only users whose positions can have become due (the caller knows that
     nothing else changed since the last sweep: no mark moved, and only these users' positions
     or futures balances changed). The first look is then at their positions alone, which
-    finds what a look at every position would (the others were not due and still are not);
-    once a liquidation has run (it can move anyone's equity, by ADL), every position is
-    looked at again."""
+    finds what a look at every position would (the others were not due and still are not).
+    Without ``users`` the first look is at the positions the risk bands name (the caller has
+    told ``fx.risk_bands`` which users changed), or, with ``whole``, at every position.
+    Once a liquidation has run (it can move anyone's equity, by ADL), every position is looked
+    at again."""
     for count in range(MAX_ROUNDS):
-        target = _next_due(fx, symbols, users if count == 0 else None)
+        first = count == 0
+        target = _next_due(fx, symbols, users if first else None, whole=whole or not first)
         if target is None:
             return count
         kind, pos = target
@@ -95,22 +101,35 @@ def sweep(fx: Futures, symbols: list[str], ts: int, users: set[int] | None = Non
 
 
 def _next_due(
-    fx: Futures, symbols: list[str], users: set[int] | None = None
+    fx: Futures, symbols: list[str], users: set[int] | None = None, *, whole: bool = False
 ) -> tuple[int, Position] | None:
+    """The first position (by id) due at the current marks, on the first of ``symbols`` that
+    has one. The positions looked at: ``users``' if given; else those the risk bands name
+    (the rest are provably not due), drawing new bands for the keys found not due; else, with
+    ``whole`` or on a contract without bands yet, every position (drawing bands unless
+    ``whole``)."""
+    bands = fx.risk_bands
     checked_cross: set[tuple[int, str]] = set()
     for symbol in symbols:
         contract = fx.contracts[symbol]
         mark = fx.states[symbol].mark
         if not mark:
             continue
-        if users is None:
-            candidates = list(fx.by_contract[symbol].values())
-        else:
+        draw = False
+        if users is not None:
             candidates = [p for u in users for p in fx.user_positions(u) if p.contract == symbol]
+        else:
+            named = None if whole else bands.candidates(fx, symbol, mark)
+            candidates = list(fx.by_contract[symbol].values()) if named is None else named
+            draw = not whole
         for pos in sorted(candidates, key=lambda p: p.id):
             if pos.position_type == ISOLATED:
-                if _isolated_due(fx, contract, pos, mark):
+                slack = pos.margin + unrealized(contract, pos, mark)
+                slack -= maintenance(contract, pos, mark)
+                if slack <= 0:
                     return ISOLATED, pos
+                if draw:
+                    bands.draw(fx, pos, slack)
                 continue
             key = (pos.user, contract.margin_coin)
             if key in checked_cross:
@@ -119,6 +138,10 @@ def _next_due(
             equity, needed = cross_equity(fx, pos.user, contract.margin_coin)
             if equity <= needed:
                 return CROSS, pos
+            if draw:
+                bands.draw(fx, pos, equity - needed)
+        if draw:
+            bands.banded.add(symbol)  # every key on it now has bands, or is stale
     return None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from tradehall.codes import Code, Reject
+from tradehall.engine.bands import FAR, RESIZE_AFTER, Bands
 from tradehall.engine.commands import PlaceOrder
 from tradehall.engine.events import (
     BalanceChanged,
@@ -96,6 +97,15 @@ class Margin:
         self.waiting: set[int] = set()
         """Accounts whose liquidation is unfinished for want of liquidity: retried whenever an
         order arrives on their pair."""
+        self.safe: dict[str, Bands[int]] = {symbol: Bands() for symbol in specs}
+        """Per pair, the price range within which each account with debt is known to stay
+        above its liquidation level (drawn when a sweep finds it there): a sweep after a
+        trade looks only at the accounts the new price has left, and at ``stale`` ones."""
+        self.stale: set[int] = set()
+        """Accounts changed since their range was drawn (the engine names them)."""
+        self.banded: set[str] = set()
+        """Pairs where every account with debt has a range or is stale."""
+        self._drawn = 0
 
     # ----------------------------------------------------------------- accounts
 
@@ -321,26 +331,88 @@ class Margin:
 
     # ----------------------------------------------------------------- liquidation
 
+    def changed(self, accounts: Iterable[int]) -> None:
+        """These accounts' balances or debts changed: their ranges no longer hold."""
+        self.stale.update(a for a in accounts if a in self.accounts)
+
     def sweep(self, symbols: Iterable[str], ts: int) -> None:
-        """Liquidate every account of these pairs at or below its liquidation level. A
-        liquidation's trades move the price and may reach others, so the pair is looked at
-        again; each account is tried at most once per sweep."""
+        """Liquidate every account of these pairs at or below its liquidation level, pairs in
+        name order, accounts in id order. A liquidation's trades move the price and may reach
+        others, so the pair is looked at again; each account is tried at most once per sweep.
+
+        Looked at: the accounts of the pair whose range the price has left and the stale ones
+        (the others provably are not due), each found above its level getting a new range;
+        the first time, and after a liquidation (its trades changed accounts no range knows
+        of), every account of the pair."""
         pending = set(symbols) & self.specs.keys()
         tried: set[int] = set()
+        whole = False
         while pending:
-            symbol = pending.pop()
+            symbol = min(pending)
+            pending.discard(symbol)
             price = self.spot.last_price.get(symbol)
             if not price:
                 continue
             level = self.specs[symbol].liquidation_level
-            for account in list(self.accounts.values()):
-                if account.symbol != symbol or account.id in tried or not account.has_debt():
+            named = None if whole else self._candidates(symbol, price)
+            accounts = (
+                list(self.accounts.values()) if named is None else sorted(named, key=lambda a: a.id)
+            )
+            for account in accounts:
+                if account.symbol != symbol or account.id in tried:
+                    continue
+                if not account.has_debt():
+                    self.stale.discard(account.id)  # nothing owed: nothing to liquidate
                     continue
                 if self.risk(account, price).at_or_below(level):
                     tried.add(account.id)
                     self.liquidate(account, ts)
                     pending.add(symbol)
+                    whole = True
                     break
+                if not whole:
+                    self._draw(account, price, level)
+            else:
+                if not whole:
+                    self.banded.add(symbol)
+
+    def _candidates(self, symbol: str, price: int) -> list[MarginAccount] | None:
+        """The accounts of ``symbol`` that may be due at ``price`` (None: every one, the
+        pair has no ranges yet)."""
+        if symbol not in self.banded:
+            return None
+        if self._drawn > RESIZE_AFTER:  # see risk_bands.RiskBands.candidates
+            self.stale = set(self.stale)
+            self._drawn = 0
+        self.stale.update(self.safe[symbol].left(price))
+        accounts = self.accounts
+        return [accounts[a] for a in self.stale if accounts[a].symbol == symbol]
+
+    def _draw(self, account: MarginAccount, price: int, level: int) -> None:
+        """The range of prices within which ``account``, found above ``level`` at ``price``,
+        provably stays above it. Computed exactly (without rounding), assets x LEVEL_SCALE
+        less level x debts is a straight line in the price, ``(a x price + b) / lot``; the
+        computed values round by less than LEVEL_SCALE + level, so where the line is above
+        that the account is not due."""
+        pair = self.pairs[account.symbol]
+        base_assets = sum(self.ledger.get(account.id, pair.base))
+        quote_assets = sum(self.ledger.get(account.id, pair.quote))
+        lot = pair.base_per_lot
+        a = base_assets * LEVEL_SCALE - level * self.owed(account, pair.base)
+        a *= pair.quote_per_tick_lot
+        b = (quote_assets * LEVEL_SCALE - level * self.owed(account, pair.quote)) * lot
+        rounding = (LEVEL_SCALE + level) * lot
+        if a > 0:  # it holds more base than it owes (at its level): falls hurt
+            low, high = (rounding - b) // a + 1, FAR
+        elif a < 0:  # rises hurt
+            low, high = 1, (b - rounding - 1) // -a
+        else:
+            low, high = (1, FAR) if b > rounding else (price, price)
+        if not low <= price <= high:  # too close to call: any move is looked at
+            low = high = price
+        self.stale.discard(account.id)
+        self._drawn += 1
+        self.safe[account.symbol].draw(account.id, low, high)
 
     def owed(self, account: MarginAccount, asset: str) -> int:
         return sum(account.debts.get(asset, (0, 0)))

@@ -88,7 +88,7 @@ class Env:
         return Client(BASE_URL, http=self.http, clock=self.clock)
 
     def audit(self) -> dict[str, Any]:
-        report = self.admin.audit()
+        report: dict[str, Any] = self.admin.audit()
         assert report["ok"], report["problems"]
         return report
 

@@ -194,6 +194,7 @@ def margin_view(ex: Exchange, user_id: int, symbol: str) -> dict[str, Any]:
         raise Reject(Code.BAD_SYMBOL, f"margin trading is not offered on {symbol!r}")
     pair = ex.config.markets.pairs[symbol]
     engine = ex.engine
+    ex.require_user(user_id)  # an unknown user is named as such, as by every other command
     account = engine.margin.account_of(user_id, symbol)
     if account is None:
         raise Reject(Code.INSUFFICIENT_BALANCE, f"no margin account on {symbol}")

@@ -13,11 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from futures_support import BUY, INVERSE, LINEAR, OPEN, SELL, UNIT, Rig
+from futures_support import BUY, CLOSE, INVERSE, LINEAR, OPEN, SELL, UNIT, Rig
 
 from tradehall.engine import liquidation
-from tradehall.engine.commands import FuturesTick
-from tradehall.engine.futures_model import CROSS, ISOLATED
+from tradehall.engine.commands import FuturesTick, PlaceOrder, SetLeverage
+from tradehall.engine.futures_model import (
+    BY_LIQUIDATION,
+    CROSS,
+    ISOLATED,
+    FuturesChanged,
+    FuturesOrderState,
+)
+from tradehall.engine.orders import LIMIT
 from tradehall.engine.risk_bands import RiskBands
 
 ETH = "E-ETH-USDT"
@@ -98,3 +105,77 @@ def test_bands_find_what_a_whole_sweep_finds(
     reference = Rig()
     build(reference, START, bystanders)
     assert walk(reference) == with_bands
+
+
+def one_tick_moves_two_contracts(rig: Rig) -> list[tuple[str, str]]:
+    """User 1 is cross long on BTC (its first position) and ETH; user 3 isolated long on BTC
+    at 100x; user 4 bids just below. Then spot trades drop BTCUSDT by 1.2 % and ETHUSDT by
+    32 %, and one tick moves both marks (both contracts take their index from spot). ETH's
+    fall makes user 1 due: a whole sweep of BTC, the first contract, finds user 1 there first
+    (the lower position id), though BTC's own move is small. Returns the liquidation orders'
+    (user, contract), in order, and appends the state after every command to ``hashes``."""
+    rig.index(LINEAR, 300_000)
+    rig.index(ETH, 200_000)
+    rig.fund(1, "USDT", 2_000 * UNIT)
+    for user in (2, 3, 4):
+        rig.fund(user, "USDT", 100_000 * UNIT)
+    for contract in (LINEAR, ETH):
+        rig.place(2, contract, SELL, OPEN, 300, START[contract], position_type=CROSS)
+        rig.place(1, contract, BUY, OPEN, 300, START[contract], position_type=CROSS)
+    rig.apply(SetLeverage(rig.ts, 3, LINEAR, 100))
+    rig.place(2, LINEAR, SELL, OPEN, 100, 300_000, position_type=CROSS)
+    rig.place(3, LINEAR, BUY, OPEN, 100, 300_000, position_type=ISOLATED)
+    rig.place(4, LINEAR, BUY, OPEN, 100, 299_000, position_type=CROSS)
+    rig.ts += 1_000
+    rig.apply(FuturesTick(rig.ts))  # every band drawn
+    rig.deposit(10, "BTC", 10 * UNIT)
+    rig.deposit(10, "ETH", 100 * UNIT)
+    rig.deposit(11, "USDT", 10**6 * UNIT)
+    for symbol, price, qty in (("BTCUSDT", 2_964_000, 1_000), ("ETHUSDT", 136_000, 100)):
+        rig.apply(PlaceOrder(rig.ts, 10, symbol, SELL, LIMIT, price, qty))
+        rig.apply(PlaceOrder(rig.ts, 11, symbol, BUY, LIMIT, price, qty))
+    rig.ts += 1_000
+    events = rig.apply(FuturesTick(rig.ts)).events
+    return [
+        (e.doc.user, e.doc.contract)
+        for e in events
+        if isinstance(e, FuturesChanged)
+        and isinstance(e.doc, FuturesOrderState)
+        and e.doc.source == BY_LIQUIDATION
+        and e.doc.status != "NEW"
+    ]
+
+
+def test_a_tick_that_moves_two_contracts(monkeypatch: pytest.MonkeyPatch) -> None:
+    banded = Rig()
+    order = one_tick_moves_two_contracts(banded)
+    assert order[0] == (1, LINEAR) and (3, LINEAR) in order, order
+    whole_sweeps(monkeypatch)
+    reference = Rig()
+    assert one_tick_moves_two_contracts(reference) == order
+    assert reference.engine.state_hash() == banded.engine.state_hash()
+
+
+def test_positions_opened_and_closed_keep_the_bands_small() -> None:
+    """A new position does not make the contract's next move look at every position again,
+    and the bands of closed positions are dropped (isolated ones included, whose keys no open
+    position names any more)."""
+    rig = Rig()
+    rig.index(LINEAR, START[LINEAR])
+    for user in (1, 2, 3, 4):
+        rig.fund(user, "USDT", 100_000 * UNIT)
+    rig.place(3, LINEAR, SELL, OPEN, 5, START[LINEAR], position_type=CROSS)
+    rig.place(4, LINEAR, BUY, OPEN, 5, START[LINEAR], position_type=CROSS)
+    bands = rig.fx.risk_bands
+    for i in range(60):
+        rig.ts += 1_000
+        rig.index(LINEAR, START[LINEAR] + 1 + i % 2)  # a move: every position has bands
+        assert LINEAR in bands.banded
+        rig.place(2, LINEAR, SELL, OPEN, 1, START[LINEAR], position_type=ISOLATED)
+        rig.place(1, LINEAR, BUY, OPEN, 1, START[LINEAR], position_type=ISOLATED)
+        assert LINEAR in bands.banded  # a new position: stale, not a reason to look at all
+        rig.place(2, LINEAR, BUY, CLOSE, 1, START[LINEAR])
+        rig.place(1, LINEAR, SELL, CLOSE, 1, START[LINEAR])
+    assert rig.pos(1, LINEAR, BUY) is None and rig.pos(2, LINEAR, SELL) is None
+    drawn = sum(len(b.drawing) for b in bands.bands.values())
+    assert drawn <= 4, drawn  # users 3 and 4, and what the last round left

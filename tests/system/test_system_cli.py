@@ -596,3 +596,11 @@ def test_an_empty_tx_id_is_refused_with_or_without_a_server(
     fails(data_dir, "deposit", "--user", "1", "--asset", "USDT", "--amount", "1", "--tx-id", " ",
           code=-1102)  # fmt: skip
     assert free_locked(data_dir, 1).get("USDT", ("0", "0"))[0] in ("0", "0.00000000")
+
+
+def test_margin_names_an_unknown_user(data_dir: Path) -> None:
+    ok(data_dir, "user", "create")
+    error = fails(data_dir, "margin", "--user", "99", "--symbol", "BTCUSDT", code=-1102)
+    assert error["msg"] == "unknown user 99"
+    error = fails(data_dir, "margin", "--user", "1", "--symbol", "BTCUSDT", code=-2017)
+    assert "no margin account" in error["msg"]

@@ -31,6 +31,7 @@ from tradehall.engine.commands import (
     SetMarginMode,
 )
 from tradehall.engine.contracts import MONEY_DECIMALS, ContractSpec
+from tradehall.engine.events import Trade
 from tradehall.engine.futures_model import (
     CLOSE,
     CROSS,
@@ -314,15 +315,25 @@ async def profit_historical(call: Call) -> Any:
 async def my_trades(call: Call) -> Any:
     symbol, from_id, limit = _history_args(call)  # no contractName: every contract's trades
     await call.durable()
-    rows = await call.state.read(
-        call.exchange.store.account_trades, futures_account(call.user), symbol, limit, from_id
-    )
     contracts = call.exchange.config.markets.contracts
+    account = futures_account(call.user)
+    rows = []
+    for name in [symbol] if symbol else list(contracts):  # each read is one index range
+        rows += await call.state.read(
+            call.exchange.store.account_trades, account, name, limit, from_id
+        )
     return [
         view.account_trade(contracts[trade.symbol], trade, call.user)
-        for trade in rows
-        if trade.symbol in contracts
+        for trade in one_page(rows, limit, from_id)
     ]
+
+
+def one_page(rows: list[Trade], limit: int, from_id: int | None) -> list[Trade]:
+    """The page the contract's fromId rule gives, from the pages of several symbols: the
+    ``limit`` newest, or with ``from_id`` the ``limit`` closest above it; newest first."""
+    if from_id is None:
+        return sorted(rows, key=lambda t: t.id, reverse=True)[:limit]
+    return sorted(rows, key=lambda t: t.id)[:limit][::-1]
 
 
 async def account(call: Call) -> Any:

@@ -97,22 +97,31 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+RequestKey = tuple[str, str, bytes]
+"""What a signature covers besides the timestamp: method, signed path and query, body."""
+FORGET_AFTER = 4096
+"""Requests remembered before the ones signed before this millisecond are dropped."""
+
+
 class SigningClock:
-    """Wall-clock milliseconds that never repeat: the server accepts a signature once, so two
-    identical calls within one millisecond must not be signed with the same timestamp. A
-    reading that would repeat (or go back) is the last one plus 1 ms (safe from any thread)."""
+    """Timestamps to sign with: the wall clock, except that a request identical to one already
+    signed with that millisecond (or a later one) gets the next millisecond up, since the
+    server accepts a signature once. Different requests share milliseconds freely, so a burst
+    of them never runs ahead of the clock. Safe from any thread."""
 
     def __init__(self) -> None:
-        self._last = 0
+        self._last: dict[RequestKey, int] = {}
         self._lock = threading.Lock()
 
-    def __call__(self) -> int:
+    def stamp(self, request: RequestKey) -> int:
         now = wall_clock_ms()
         with self._lock:
-            if now <= self._last:
-                now = self._last + 1
-            self._last = now
-        return now
+            last = self._last.get(request)
+            ts = now if last is None or last < now else last + 1
+            self._last[request] = ts
+            if len(self._last) > FORGET_AFTER:  # an earlier stamp cannot collide with ``now``
+                self._last = {key: when for key, when in self._last.items() if when >= now}
+        return ts
 
 
 # --- requests ---------------------------------------------------------------------------------
@@ -161,7 +170,10 @@ class RequestBuilder:
         self.base_url = base_url
         self.api_key = api_key
         self._secret = secret
-        self.clock: Callable[[], int] = clock if clock is not None else SigningClock()
+        self.clock: Callable[[], int] = clock if clock is not None else wall_clock_ms
+        self._stamps = SigningClock() if clock is None else None
+        """With the wall clock, identical requests within a millisecond get distinct stamps;
+        a clock the caller gives is used as it is."""
 
     def prepare(
         self,
@@ -190,12 +202,14 @@ class RequestBuilder:
         if signed:
             if self.api_key is None or self._secret is None:
                 raise ValueError("a signed request needs api_key and secret")
-            ts_text = str(self.clock() if ts is None else ts)
             # The query exactly as httpx2 will put it on the wire.
             raw_query = url.query.decode("ascii")
-            payload = signature_payload(
-                ts_text, method, request_path_for_signing(bare_path, raw_query), content
-            )
+            signed_path = request_path_for_signing(bare_path, raw_query)
+            if ts is None:
+                stamps = self._stamps
+                ts = stamps.stamp((method, signed_path, content)) if stamps else self.clock()
+            ts_text = str(ts)
+            payload = signature_payload(ts_text, method, signed_path, content)
             built["X-CH-APIKEY"] = self.api_key
             built["X-CH-TS"] = ts_text
             built["X-CH-SIGN"] = sign(self._secret, payload)

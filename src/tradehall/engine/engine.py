@@ -386,7 +386,12 @@ class Engine:
             """The users changed since the bands were last told: their bands are stale (a
             band stays sound when only cash came in: the margin behind it only grew)."""
             nonlocal told
-            fx.risk_bands.changed(fx, self._futures_parties(told, gains=False))
+            closed = [
+                e.doc
+                for e in self._events[told:]
+                if type(e) is FuturesChanged and not e.live and isinstance(e.doc, Position)
+            ]
+            fx.risk_bands.changed(fx, self._futures_parties(told, gains=False), closed)
             told = len(self._events)
 
         for _ in range(liquidation.MAX_ROUNDS):
@@ -514,7 +519,7 @@ class Engine:
             if futures_prices.refresh(fx, contract, cmd.ts, tick=True)
         ]
         # The first tick of each minute samples the premium of every contract with an index,
-        # which counts as a move: each is then looked at whole, whatever else moved.
+        # which counts as a move: each is then swept (its risk bands say what to look at).
         self._futures_settle(moved, cmd.ts, traded=False)
         return moved
 

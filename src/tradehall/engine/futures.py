@@ -803,7 +803,6 @@ class Futures:
         self.positions[(pos.user, pos.contract, pos.side)] = pos
         self.by_contract[pos.contract][pos.id] = pos
         self.by_user.setdefault(pos.user, {})[pos.id] = pos
-        self.risk_bands.banded.discard(pos.contract)  # its next sweep looks at every position
 
     def restore_trigger(self, trigger: Trigger) -> None:
         """Add a waiting trigger to the indexes (placed, or recovered)."""

@@ -61,8 +61,15 @@ class RiskBands:
         """Contracts where every key has bands or is stale (after one sweep of them all)."""
         self._drawn = 0
 
-    def changed(self, fx: Futures, users: set[int]) -> None:
-        """These users' positions or futures balances changed: their keys are stale."""
+    def changed(self, fx: Futures, users: set[int], closed: list[Position]) -> None:
+        """These users' positions or futures balances changed: their keys are stale. The keys
+        of ``closed`` positions that no open position holds any more are forgotten."""
+        for pos in closed:
+            key = key_of(fx, pos)
+            if isinstance(key, int) or not _cross_open(fx, pos.user, key[1]):
+                self.stale.discard(key)
+                for bands in self.bands.values():
+                    bands.forget(key)
         for user in users:
             for pos in fx.by_user.get(user, {}).values():
                 self.stale.add(key_of(fx, pos))
@@ -77,7 +84,13 @@ class RiskBands:
             self.stale = set(self.stale)
             self._drawn = 0
         stale = self.stale
-        stale.update(self.bands[symbol].left(mark))
+        # A cross key's band here holds only while its other contracts' marks stay inside
+        # their own bands: a key one of them has left may be due here too (a tick moves
+        # several marks at once, and a whole sweep of this contract would find it now).
+        for other, bands in self.bands.items():
+            price = mark if other == symbol else fx.states[other].mark
+            if price:
+                stale.update(bands.left(price))
         positions = fx.by_contract[symbol]
         out: list[Position] = []
         closed: list[Key] = []
@@ -90,14 +103,14 @@ class RiskBands:
                     closed.append(key)
                 continue
             user, coin = key
-            found = False
-            for p in fx.by_user.get(user, {}).values():
-                if p.position_type == CROSS and fx.contracts[p.contract].margin_coin == coin:
-                    found = True
-                    if p.contract == symbol:
-                        out.append(p)
-            if not found:
+            if not _cross_open(fx, user, coin):
                 closed.append(key)
+                continue
+            out.extend(
+                p
+                for p in fx.by_user.get(user, {}).values()
+                if p.contract == symbol and p.position_type == CROSS
+            )
         for key in closed:  # no positions left: nothing to look at, no bands to keep
             stale.discard(key)
             for bands in self.bands.values():
@@ -125,6 +138,14 @@ class RiskBands:
             part = _part(fx, symbol, group)
             low, high = _band(part, fx.states[symbol].mark, share - rounding, rounding)
             self.bands[symbol].draw(key, low, high)
+
+
+def _cross_open(fx: Futures, user: int, coin: str) -> bool:
+    """Whether ``user`` holds cross positions in ``coin``."""
+    return any(
+        p.position_type == CROSS and fx.contracts[p.contract].margin_coin == coin
+        for p in fx.by_user.get(user, {}).values()
+    )
 
 
 def _part(fx: Futures, symbol: str, group: list[Position]) -> Callable[[int], int]:

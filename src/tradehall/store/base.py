@@ -87,10 +87,9 @@ class Store(Protocol):
     ) -> OrderState | None: ...
 
     def account_trades(
-        self, account: int, symbol: str | None, limit: int, from_id: int | None
+        self, account: int, symbol: str, limit: int, from_id: int | None
     ) -> list[Trade]:
-        """Trades of ``account`` on ``symbol`` (None: on every symbol), newest first (see the
-        contract's fromId rule)."""
+        """Trades of ``account`` on ``symbol``, newest first (see the contract's fromId rule)."""
         ...
 
     def futures_history(

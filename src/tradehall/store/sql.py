@@ -99,7 +99,6 @@ UPSERT_STATE = _upsert(TABLES["engine_state"], "value")
 UPSERT_FUTURES = _upsert(TABLES["futures_docs"], "live", "doc")
 
 _MINE = f"SELECT {TRADE_COLUMNS} FROM trades WHERE symbol = ? AND {{side}}_account = ?"
-_MINE_ANYWHERE = f"SELECT {TRADE_COLUMNS} FROM trades WHERE {{side}}_account = ?"
 _TEXT_KEYS = {"api_key", "asset", "symbol", "interval", "kind", "contract"}
 
 FUTURES_TYPES: dict[str, type[FuturesDoc]] = {
@@ -568,24 +567,24 @@ class SQLStore(Generic[C]):
             return order_state(row) if row else None
 
     def account_trades(
-        self, account: int, symbol: str | None, limit: int, from_id: int | None
+        self, account: int, symbol: str, limit: int, from_id: int | None
     ) -> list[Trade]:
-        mine = _MINE if symbol is not None else _MINE_ANYWHERE
-        side: tuple[Any, ...] = (symbol, account) if symbol is not None else (account,)
         with self._failing("reading trades"):
             conn = self._conn()
             if from_id is None:
                 sql = (
-                    f"{mine.format(side='bid')} UNION ALL {mine.format(side='ask')}"
+                    f"{_MINE.format(side='bid')} UNION ALL {_MINE.format(side='ask')}"
                     " ORDER BY id DESC LIMIT ?"
                 )
-                rows = self._rows(conn, sql, (*side, *side, limit))
+                rows = self._rows(conn, sql, (symbol, account, symbol, account, limit))
             else:
                 sql = (
-                    f"{mine.format(side='bid')} AND id >= ? UNION ALL"
-                    f" {mine.format(side='ask')} AND id >= ? ORDER BY id ASC LIMIT ?"
+                    f"{_MINE.format(side='bid')} AND id >= ? UNION ALL"
+                    f" {_MINE.format(side='ask')} AND id >= ? ORDER BY id ASC LIMIT ?"
                 )
-                rows = self._rows(conn, sql, (*side, from_id, *side, from_id, limit))
+                rows = self._rows(
+                    conn, sql, (symbol, account, from_id, symbol, account, from_id, limit)
+                )
                 rows.reverse()
             return [Trade(*r) for r in rows]
 

@@ -11,7 +11,7 @@ swept out when they outnumber the live ones.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -76,3 +76,37 @@ class Bands(Generic[K]):
         for heap in (self.below, self.above):
             heap[:] = [e for e in heap if drawing.get(e[2]) == e[1]]
             heapq.heapify(heap)
+
+
+class Watch(Generic[K]):
+    """What a liquidation sweep keeps besides the bands: per symbol (a pair, a contract) the
+    bands of its keys, the keys to look at whatever the price (changed since their bands were
+    drawn), and the symbols where every key has bands or is stale (after one sweep of all)."""
+
+    __slots__ = ("_drawn", "banded", "bands", "stale")
+
+    def __init__(self, symbols: Iterable[str]) -> None:
+        self.bands: dict[str, Bands[K]] = {symbol: Bands() for symbol in symbols}
+        self.stale: set[K] = set()
+        self.banded: set[str] = set()
+        self._drawn = 0
+
+    def flag_left(self, symbol: str, price: int) -> set[K]:
+        """Make stale the keys whose band on ``symbol`` ``price`` has left; the stale keys."""
+        if self._drawn > RESIZE_AFTER:
+            self.stale = set(self.stale)
+            self._drawn = 0
+        self.stale.update(self.bands[symbol].left(price))
+        return self.stale
+
+    def draw(self, symbol: str, key: K, low: int, high: int) -> None:
+        """``key`` is safe on ``symbol`` within [low, high] (see ``Bands.draw``)."""
+        self.stale.discard(key)
+        self._drawn += 1
+        self.bands[symbol].draw(key, low, high)
+
+    def forget(self, key: K) -> None:
+        """``key`` is gone (its positions or account closed)."""
+        self.stale.discard(key)
+        for bands in self.bands.values():
+            bands.forget(key)

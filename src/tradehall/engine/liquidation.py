@@ -129,7 +129,7 @@ def _next_due(
                 if slack <= 0:
                     return ISOLATED, pos
                 if draw:
-                    bands.draw(fx, pos, slack)
+                    bands.draw_for(fx, pos, slack)
                 continue
             key = (pos.user, contract.margin_coin)
             if key in checked_cross:
@@ -139,7 +139,7 @@ def _next_due(
             if equity <= needed:
                 return CROSS, pos
             if draw:
-                bands.draw(fx, pos, equity - needed)
+                bands.draw_for(fx, pos, equity - needed)
         if draw:
             bands.banded.add(symbol)  # every key on it now has bands, or is stale
     return None

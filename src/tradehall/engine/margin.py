@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from tradehall.codes import Code, Reject
-from tradehall.engine.bands import FAR, RESIZE_AFTER, Bands
+from tradehall.engine.bands import FAR, Watch
 from tradehall.engine.commands import PlaceOrder
 from tradehall.engine.events import (
     BalanceChanged,
@@ -97,15 +97,11 @@ class Margin:
         self.waiting: set[int] = set()
         """Accounts whose liquidation is unfinished for want of liquidity: retried whenever an
         order arrives on their pair."""
-        self.safe: dict[str, Bands[int]] = {symbol: Bands() for symbol in specs}
+        self.watch: Watch[int] = Watch(specs)
         """Per pair, the price range within which each account with debt is known to stay
         above its liquidation level (drawn when a sweep finds it there): a sweep after a
-        trade looks only at the accounts the new price has left, and at ``stale`` ones."""
-        self.stale: set[int] = set()
-        """Accounts changed since their range was drawn (the engine names them)."""
-        self.banded: set[str] = set()
-        """Pairs where every account with debt has a range or is stale."""
-        self._drawn = 0
+        trade looks only at the accounts the new price has left, and at stale ones (changed
+        since, as the engine reports)."""
 
     # ----------------------------------------------------------------- accounts
 
@@ -333,7 +329,7 @@ class Margin:
 
     def changed(self, accounts: Iterable[int]) -> None:
         """These accounts' balances or debts changed: their ranges no longer hold."""
-        self.stale.update(a for a in accounts if a in self.accounts)
+        self.watch.stale.update(a for a in accounts if a in self.accounts)
 
     def sweep(self, symbols: Iterable[str], ts: int) -> None:
         """Liquidate every account of these pairs at or below its liquidation level, pairs in
@@ -362,7 +358,7 @@ class Margin:
                 if account.symbol != symbol or account.id in tried:
                     continue
                 if not account.has_debt():
-                    self.stale.discard(account.id)  # nothing owed: nothing to liquidate
+                    self.watch.stale.discard(account.id)  # nothing owed: nothing to liquidate
                     continue
                 if self.risk(account, price).at_or_below(level):
                     tried.add(account.id)
@@ -374,19 +370,16 @@ class Margin:
                     self._draw(account, price, level)
             else:
                 if not whole:
-                    self.banded.add(symbol)
+                    self.watch.banded.add(symbol)
 
     def _candidates(self, symbol: str, price: int) -> list[MarginAccount] | None:
         """The accounts of ``symbol`` that may be due at ``price`` (None: every one, the
         pair has no ranges yet)."""
-        if symbol not in self.banded:
+        if symbol not in self.watch.banded:
             return None
-        if self._drawn > RESIZE_AFTER:  # see risk_bands.RiskBands.candidates
-            self.stale = set(self.stale)
-            self._drawn = 0
-        self.stale.update(self.safe[symbol].left(price))
         accounts = self.accounts
-        return [accounts[a] for a in self.stale if accounts[a].symbol == symbol]
+        stale = self.watch.flag_left(symbol, price)
+        return [accounts[a] for a in stale if accounts[a].symbol == symbol]
 
     def _draw(self, account: MarginAccount, price: int, level: int) -> None:
         """The range of prices within which ``account``, found above ``level`` at ``price``,
@@ -410,9 +403,7 @@ class Margin:
             low, high = (1, FAR) if b > rounding else (price, price)
         if not low <= price <= high:  # too close to call: any move is looked at
             low = high = price
-        self.stale.discard(account.id)
-        self._drawn += 1
-        self.safe[account.symbol].draw(account.id, low, high)
+        self.watch.draw(account.symbol, account.id, low, high)
 
     def owed(self, account: MarginAccount, asset: str) -> int:
         return sum(account.debts.get(asset, (0, 0)))

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tradehall.engine.bands import FAR, RESIZE_AFTER, Bands
+from tradehall.engine.bands import FAR, Watch
 from tradehall.engine.futures_model import CROSS, ISOLATED, Position
 from tradehall.engine.futures_risk import maintenance, unrealized
 
@@ -50,16 +50,8 @@ def key_of(fx: Futures, pos: Position) -> Key:
     return pos.user, fx.contracts[pos.contract].margin_coin
 
 
-class RiskBands:
-    __slots__ = ("_drawn", "banded", "bands", "stale")
-
-    def __init__(self, symbols: list[str]) -> None:
-        self.bands: dict[str, Bands[Key]] = {s: Bands() for s in symbols}
-        self.stale: set[Key] = set()
-        """Keys to look at whatever the marks: changed since their bands were drawn."""
-        self.banded: set[str] = set()
-        """Contracts where every key has bands or is stale (after one sweep of them all)."""
-        self._drawn = 0
+class RiskBands(Watch[Key]):
+    __slots__ = ()
 
     def changed(self, fx: Futures, users: set[int], closed: list[Position]) -> None:
         """These users' positions or futures balances changed: their keys are stale. The keys
@@ -67,33 +59,31 @@ class RiskBands:
         for pos in closed:
             key = key_of(fx, pos)
             if isinstance(key, int) or not _cross_open(fx, pos.user, key[1]):
-                self.stale.discard(key)
-                for bands in self.bands.values():
-                    bands.forget(key)
+                self.forget(key)
         for user in users:
             for pos in fx.by_user.get(user, {}).values():
                 self.stale.add(key_of(fx, pos))
 
     def candidates(self, fx: Futures, symbol: str, mark: int) -> list[Position] | None:
         """The positions on ``symbol`` that may be due at ``mark``: those of stale keys and of
-        keys whose band ``mark`` has left (which become stale). None: the contract has no
-        bands yet and must be swept whole."""
+        keys whose band ``mark`` has left (which become stale). None: look at every position
+        (the contract has no bands yet, or there are as many stale keys as positions)."""
         if symbol not in self.banded:
             return None
-        if self._drawn > RESIZE_AFTER:  # (a funding tick drains every key)
-            self.stale = set(self.stale)
-            self._drawn = 0
-        stale = self.stale
         # A cross key's band here holds only while its other contracts' marks stay inside
         # their own bands: a key one of them has left may be due here too (a tick moves
         # several marks at once, and a whole sweep of this contract would find it now).
-        for other, bands in self.bands.items():
+        for other in self.bands:
             price = mark if other == symbol else fx.states[other].mark
             if price:
-                stale.update(bands.left(price))
+                self.flag_left(other, price)
+        stale = self.stale
         positions = fx.by_contract[symbol]
+        if len(stale) >= len(positions):
+            return None  # (after a start, or funding) as much as looking at every position
         out: list[Position] = []
         closed: list[Key] = []
+        here = fx.contracts[symbol].margin_coin
         for key in stale:
             if isinstance(key, int):
                 pos = positions.get(key)
@@ -103,26 +93,27 @@ class RiskBands:
                     closed.append(key)
                 continue
             user, coin = key
-            if not _cross_open(fx, user, coin):
-                closed.append(key)
+            if coin != here:
+                if not _cross_open(fx, user, coin):
+                    closed.append(key)
                 continue
-            out.extend(
+            held = [
                 p
                 for p in fx.by_user.get(user, {}).values()
                 if p.contract == symbol and p.position_type == CROSS
-            )
+            ]
+            if held:
+                out.extend(held)
+            elif not _cross_open(fx, user, coin):
+                closed.append(key)
         for key in closed:  # no positions left: nothing to look at, no bands to keep
-            stale.discard(key)
-            for bands in self.bands.values():
-                bands.forget(key)
+            self.forget(key)
         return out
 
-    def draw(self, fx: Futures, pos: Position, slack: int) -> None:
+    def draw_for(self, fx: Futures, pos: Position, slack: int) -> None:
         """``pos``'s key was just found not due, ``slack`` above its maintenance margin at the
         current marks: draw its bands."""
         key = key_of(fx, pos)
-        self.stale.discard(key)
-        self._drawn += 1
         groups: dict[str, list[Position]] = {}
         if pos.position_type == ISOLATED:
             groups[pos.contract] = [pos]
@@ -137,7 +128,7 @@ class RiskBands:
             rounding = 2 * ROUNDING * len(group)
             part = _part(fx, symbol, group)
             low, high = _band(part, fx.states[symbol].mark, share - rounding, rounding)
-            self.bands[symbol].draw(key, low, high)
+            self.draw(symbol, key, low, high)
 
 
 def _cross_open(fx: Futures, user: int, coin: str) -> bool:

@@ -853,6 +853,24 @@ def version(as_json: JsonOpt = False) -> None:
     _emit({"version": __version__}, as_json, lambda result: str(result["version"]))
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """tradehall: a self-hostable crypto exchange."""
+
+
 def main() -> None:
     """The ``tradehall`` command. Under ``--json`` a script always gets one JSON object on
     stdout, also for a usage error (exit status 2) and an unexpected failure (exit status 1,

@@ -580,6 +580,7 @@ def test_version(tmp_path: Path) -> None:
 
     assert ok(None, "version") == {"version": __version__}
     assert run(None, "version").stdout.strip() == __version__
+    assert run(None, "--version").stdout.strip() == __version__
 
 
 def test_an_empty_tx_id_is_refused_with_or_without_a_server(

@@ -298,19 +298,21 @@ def fresh_schema(database: str) -> tuple[str, Callable[[], None]]:
 
 
 Rows = list[dict[str, Any]]
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+"""A table column: its title, and how a row shows in it."""
 
 
 def scaling_main(
     argv: list[str] | None,
-    description: str,
+    doc: str | None,
     sizes: tuple[str, str],
     run: Callable[[list[int], int], Rows],
-    titles: list[str],
-    cells: Callable[[dict[str, Any]], list[str]],
+    columns: list[Column],
 ) -> None:
-    """The command line of a scaling measurement: ``sizes`` is its (flag, default) list of
-    sizes; prints a markdown table of ``titles`` and each row's ``cells``, or JSON."""
-    parser = argparse.ArgumentParser(description=description)
+    """The command line of a scaling measurement (described by the first paragraph of
+    ``doc``): ``sizes`` is its (flag, default) list of sizes; prints a markdown table of
+    ``columns``, or the rows as JSON."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     flag, default = sizes
     parser.add_argument(flag, dest="sizes", default=default)
     parser.add_argument("--commands", type=int, default=1000)
@@ -320,7 +322,7 @@ def scaling_main(
     if args.json:
         print(json.dumps(rows))
         return
-    print("| " + " | ".join(titles) + " |")
-    print("|" + "---|" * len(titles))
+    print("| " + " | ".join(title for title, _ in columns) + " |")
+    print("|" + "---|" * len(columns))
     for row in rows:
-        print("| " + " | ".join(cells(row)) + " |")
+        print("| " + " | ".join(cell(row) for _, cell in columns) + " |")

@@ -27,7 +27,7 @@ import gc
 import time
 from typing import Any
 
-from bench.common import scaling_main
+from bench.common import Column, scaling_main
 from tradehall.config import load_config
 from tradehall.engine.commands import (
     Deposit,
@@ -132,27 +132,18 @@ def run(sizes: list[int], commands: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    titles = [
-        "Open positions (and waiting triggers)",
-        "place + cancel, us per command",
-        "trading, us per command",
-        "mark move, ms",
-        "first move, ms",
-        "funding, ms",
+    columns: list[Column] = [
+        (
+            "Open positions (and waiting triggers)",
+            lambda r: f"{r['positions']:,} ({r['waiting_triggers']:,})",
+        ),
+        ("place + cancel, us per command", lambda r: f"{r['place_cancel_us']:.1f}"),
+        ("trading, us per command", lambda r: f"{r['trade_us']:.1f}"),
+        ("mark move, ms", lambda r: f"{r['mark_move_ms']:.2f}"),
+        ("first move, ms", lambda r: f"{r['first_move_ms']:.1f}"),
+        ("funding, ms", lambda r: f"{r['funding_ms']:.1f}"),
     ]
-
-    def cells(row: dict[str, Any]) -> list[str]:
-        return [
-            f"{row['positions']:,} ({row['waiting_triggers']:,})",
-            f"{row['place_cancel_us']:.1f}",
-            f"{row['trade_us']:.1f}",
-            f"{row['mark_move_ms']:.2f}",
-            f"{row['first_move_ms']:.1f}",
-            f"{row['funding_ms']:.1f}",
-        ]
-
-    description = (__doc__ or "").split("\n\n")[0]
-    scaling_main(argv, description, ("--positions", "100,1000,10000"), run, titles, cells)
+    scaling_main(argv, __doc__, ("--positions", "100,1000,10000"), run, columns)
 
 
 if __name__ == "__main__":

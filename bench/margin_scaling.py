@@ -16,7 +16,7 @@ import gc
 import time
 from typing import Any
 
-from bench.common import scaling_main
+from bench.common import Column, scaling_main
 from tradehall.config import load_config
 from tradehall.engine.commands import Deposit, MarginTransfer, PlaceOrder
 from tradehall.engine.engine import Engine
@@ -72,17 +72,12 @@ def run(sizes: list[int], commands: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    titles = ["Margin accounts with debt", "spot command, us", "first trade, ms"]
-
-    def cells(row: dict[str, Any]) -> list[str]:
-        return [
-            f"{row['margin_accounts']:,}",
-            f"{row['spot_command_us']:.1f}",
-            f"{row['first_trade_ms']:.2f}",
-        ]
-
-    description = (__doc__ or "").split("\n\n")[0]
-    scaling_main(argv, description, ("--accounts", "0,1000,10000"), run, titles, cells)
+    columns: list[Column] = [
+        ("Margin accounts with debt", lambda r: f"{r['margin_accounts']:,}"),
+        ("spot command, us", lambda r: f"{r['spot_command_us']:.1f}"),
+        ("first trade, ms", lambda r: f"{r['first_trade_ms']:.2f}"),
+    ]
+    scaling_main(argv, __doc__, ("--accounts", "0,1000,10000"), run, columns)
 
 
 if __name__ == "__main__":

@@ -693,21 +693,18 @@ def _with_store(
     data_dir: Path | None,
     database: str | None,
     as_json: bool,
-    action: Callable[[Store], Any],
+    action: Callable[[Store, DataDir], Any],
     human: Callable[[Any], str],
-    datadir_seen: Callable[[DataDir], None] | None = None,
 ) -> None:
-    """Run ``action`` on the store alone, holding the data folder's lock (and, on PostgreSQL,
-    the database's): never beside a running server."""
+    """Run ``action`` on the store alone (and its data folder), holding the folder's lock
+    (and, on PostgreSQL, the database's): never beside a running server."""
     try:
         cfg, datadir = _load(config, data_dir, database)
-        if datadir_seen is not None:
-            datadir_seen(datadir)
         try:
             with datadir.lock():
                 store = _open_store(cfg, datadir)
                 try:
-                    result = action(store)
+                    result = action(store, datadir)
                 finally:
                     store.close()
         except DataDirBusy as exc:
@@ -742,7 +739,7 @@ def db_upgrade(
         data_dir,
         database,
         as_json,
-        lambda store: {"version": store.migrate()},
+        lambda store, _: {"version": store.migrate()},
         lambda result: f"schema version {result['version']}",
     )
 
@@ -757,7 +754,7 @@ def db_export(
 ) -> None:
     """Write every table to a file that `db import` loads into another store (of either kind)."""
 
-    def export(store: Store) -> Any:
+    def export(store: Store, _: DataDir) -> Any:
         version = store.migrate()
         partial = out.with_name(out.name + ".partial")
         try:
@@ -786,30 +783,20 @@ def db_import(
 ) -> None:
     """Load an export into an empty store, all or nothing (e.g. from SQLite to PostgreSQL)."""
 
-    target: list[DataDir] = []
-
-    def load(store: Store) -> Any:
+    def load(store: Store, datadir: DataDir) -> Any:
         version = store.migrate()
         try:
             f = open(source, encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
             raise CliError(f"cannot read {source}: {exc.strerror or exc}") from None
         with f:
-            _check_sealing_key(f, target[0])
+            _check_sealing_key(f, datadir)
             f.seek(0)
             rows = store.import_from(f)
         return {"file": str(source), "version": version, "rows": rows}
 
     human = "imported {n} rows from {file}"
-    _with_store(
-        config,
-        data_dir,
-        database,
-        as_json,
-        load,
-        lambda r: _rows_text(r, human),
-        datadir_seen=target.append,
-    )
+    _with_store(config, data_dir, database, as_json, load, lambda r: _rows_text(r, human))
 
 
 def _check_sealing_key(export: Any, datadir: DataDir) -> None:

@@ -70,7 +70,11 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
             "<= 10 ms, no errors",
             p99,
             bool(at and at["pass"]),
-            (f"{p99:.2f} ms" + (f", {at['errors']} errors" if at["errors"] else ""))
+            (
+                f"{p99:.2f} ms"
+                + (f", {at['errors']} errors" if at["errors"] else "")
+                + _floor_at_80(results, "floor_get" if name == "depth" else "floor_post")
+            )
             if at and p99 is not None
             else "",
         )
@@ -103,6 +107,16 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"{per_order:,.0f} bytes" if per_order is not None else "",
     )
     return rows
+
+
+def _floor_at_80(results: dict[str, Any], floor: str) -> str:
+    """The same rule applied to the floor itself, for reading the endpoint's figure: the bare
+    stack answering a constant, at 80 % of its own closed-loop maximum."""
+    at = _get(results, "wire", "scenarios", floor, "open", "at_80pct")
+    if not at or at.get("p99_ms") is None:
+        return ""
+    method = floor.removeprefix("floor_").upper()
+    return f" (the floor's {method}, at 80 % of its own maximum: {at['p99_ms']:.2f} ms)"
 
 
 def _verdict(ok: bool | None) -> str:

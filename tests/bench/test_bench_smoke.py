@@ -44,6 +44,10 @@ def test_every_part_reports(results: Results) -> None:
     keys = {t["key"] for t in r["targets"]}
     assert {"engine", "place_ratio", "depth_ratio", "memory"} <= keys
     assert all(t["measured"] is not None for t in r["targets"])
+    by_key = {t["key"]: t for t in r["targets"]}
+    # Each latency row also says what the same rule gives for the floor itself.
+    assert "the floor's POST, at 80 % of its own maximum" in by_key["p99_at_80_place"]["shown"]
+    assert "the floor's GET, at 80 % of its own maximum" in by_key["p99_at_80_depth"]["shown"]
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -1,5 +1,5 @@
 """The floor: the server stack tradehall runs on (uvicorn with uvloop and httptools, the same
-``uvicorn.Config`` and listening socket as ``tradehall.server.run``) answering a constant.
+``uvicorn_config`` and listening socket as ``tradehall.server.run``) answering a constant.
 
 - ``GET /floor`` and ``POST /floor`` (the body is read): a bare ASGI route, nothing above
   uvicorn. This is the floor every endpoint is compared with.
@@ -21,13 +21,12 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tradehall.server import GracefulServer, listen, url_for
+from tradehall.server import GracefulServer, listen, url_for, uvicorn_config
 
 CONSTANT = json.dumps(
     {
@@ -87,17 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         port = sock.getsockname()[1]
         print(json.dumps({"url": url_for(args.host, port), "pid": os.getpid()}), flush=True)
-        server = GracefulServer(
-            uvicorn.Config(
-                app,
-                loop="uvloop",
-                http="httptools",
-                lifespan="on",
-                log_level="warning",
-                access_log=False,
-                timeout_graceful_shutdown=10,
-            )
-        )
+        server = GracefulServer(uvicorn_config(app))
         server.run(sockets=[sock])
     finally:
         sock.close()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from tradehall import operations as ops
 from tradehall.api.app import create_app
@@ -65,6 +66,23 @@ def url_for(host: str, port: int) -> str:
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
+def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
+    """How tradehall runs on uvicorn. ``proxy_headers=False``: uvicorn would otherwise take
+    the client's address from ``X-Forwarded-For`` whenever the connection comes from
+    127.0.0.1, and any local client (or a proxy passing the header through) could then pass
+    a key's IP allow-list and the per-IP rate limits with an address of its choosing."""
+    return uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=10,
+        proxy_headers=False,
+    )
+
+
 def recover_for_serving(exchange: Exchange) -> None:
     """``exchange.recover()``, then everything it built (books, balances, users...), which
     lives as long as the server, moved out of the garbage collector's sight (``gc.freeze``)
@@ -104,15 +122,7 @@ def run(
         sock = listen(host, port)
         try:
             server = GracefulServer(
-                uvicorn.Config(
-                    create_app(exchange, admin_token=token, limits=limits),
-                    loop="uvloop",
-                    http="httptools",
-                    lifespan="on",
-                    log_level="warning",
-                    access_log=False,
-                    timeout_graceful_shutdown=10,
-                )
+                uvicorn_config(create_app(exchange, admin_token=token, limits=limits))
             )
             # From the moment we announce, a signal must mean a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):

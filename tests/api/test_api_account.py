@@ -119,6 +119,27 @@ def test_account_lists_every_asset(env: Env) -> None:
     }
 
 
+def test_an_empty_tx_id_is_refused_and_moves_nothing(env: Env) -> None:
+    """An empty ``txId`` is not taken as absent (which would generate one, so that repeating
+    the call would move the funds again): it is refused, on every admin transfer."""
+    funded = env.trader({"USDT": "10"})
+    user = funded.user_id  # type: ignore[attr-defined]
+    before = balances(funded)
+    bodies = {
+        "/deposit": {"userId": user, "asset": "USDT", "amount": "1"},
+        "/withdraw": {"userId": user, "asset": "USDT", "amount": "1"},
+        "/system/deposit": {"account": "pool", "asset": "USDT", "amount": "1"},
+        "/system/withdraw": {"account": "pool", "asset": "USDT", "amount": "1"},
+    }
+    for path, body in bodies.items():
+        for _ in range(2):
+            response = env.admin.request("POST", "/admin/v1" + path, body={**body, "txId": ""})
+            assert response.status_code == 400, (path, response.text)
+            assert response.json()["code"] == -1102, path
+    assert balances(funded) == before
+    env.audit()
+
+
 def test_account_after_holds_fills_and_fees(env: Env, alice: Client, bob: Client) -> None:
     bid = alice.create_order("BTCUSDT", "BUY", "LIMIT", "0.02", price="30000")
     assert balances(alice)["USDT"] == ("9400.00000000", "600.00000000")

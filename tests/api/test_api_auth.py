@@ -521,14 +521,24 @@ def test_post_without_json_content_type(env: Env) -> None:
     headers = headers_for(key, env.clock(), "POST", "/sapi/v1/order", body)
     del headers["Content-Type"]
     assert_error(post_raw(env, "/order", body, headers), 400, -1017)
-    for content_type in ("text/plain", "application/x-www-form-urlencoded", ""):
+    for content_type in (
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "",
+        "application/jsonx",
+        "application/json-patch+json",
+        "text/plain; application/json",
+    ):
         headers["Content-Type"] = content_type
         assert_error(post_raw(env, "/order", body, headers), 400, -1017)
     assert state_of(key) == before
-    # A charset parameter is fine.
-    headers["Content-Type"] = "application/json; charset=utf-8"
-    response = post_raw(env, "/order", body, headers)
-    assert response.status_code == 200, response.text
+    # A charset parameter is fine, and the type's case does not matter.
+    for content_type in ("application/json; charset=utf-8", "Application/JSON;charset=UTF-8"):
+        env.clock.advance(1)  # a new signature
+        headers = headers_for(key, env.clock(), "POST", "/sapi/v1/order", body)
+        headers["Content-Type"] = content_type
+        response = post_raw(env, "/order", body, headers)
+        assert response.status_code == 200, response.text
     env.audit()
 
 
@@ -560,6 +570,14 @@ def test_replayed_request_refused(env: Env) -> None:
     assert state_of(key) == before
     assert len(key.client().open_orders("BTCUSDT")) == 1
     env.audit()
+
+
+def _get_account(env: Env, headers: list[tuple[bytes, bytes]]) -> tuple[int, Any]:
+    """GET /account straight into the env's app (``_asgi_get``), on its client's event loop."""
+    portal = env.http.portal
+    assert portal is not None  # the client is open for the whole test
+    answer: tuple[int, Any] = portal.call(_asgi_get, env.http.app, SPOT + "/account", headers)
+    return answer
 
 
 async def _asgi_get(app: Any, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, Any]:
@@ -600,7 +618,7 @@ def test_raw_asgi_helper_reaches_the_signature_check(env: Env) -> None:
         (b"x-ch-ts", str(env.clock()).encode()),
         (b"x-ch-sign", b"0" * 64),
     ]
-    status, data = env.http.portal.call(_asgi_get, env.http.app, SPOT + "/account", headers)
+    status, data = _get_account(env, headers)
     assert (status, data["code"]) == (401, -1022)
 
 
@@ -612,5 +630,5 @@ def test_timestamp_with_non_ascii_digit(env: Env, ts: bytes) -> None:
         (b"x-ch-ts", ts),
         (b"x-ch-sign", b"0" * 64),
     ]
-    status, data = env.http.portal.call(_asgi_get, env.http.app, SPOT + "/account", headers)
+    status, data = _get_account(env, headers)
     assert (status, data["code"]) == (401, -1021)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from collections.abc import MutableMapping
 from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl
@@ -59,18 +60,20 @@ def asgi(
         "server": ("testserver", 80),
     }
     messages = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     async def call() -> None:
         await env.http.app(scope, receive, send)
 
-    env.http.portal.call(call)  # type: ignore[union-attr]
+    portal = env.http.portal
+    assert portal is not None
+    portal.call(call)
     start = sent[0]
     return start["status"], list(start["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
 

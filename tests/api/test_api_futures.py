@@ -671,6 +671,14 @@ def test_market_open_is_sized_by_value(env: Env) -> None:
     # MARKET CLOSE is in contracts: whole numbers only.
     refused(order(taker, "SELL", "CLOSE", "1.5", kind="MARKET"), -1111)
     refused(order(taker, "SELL", "CLOSE", 51, kind="MARKET"), -2017)
+    # 3000 USDT would buy 100 contracts; the book has the other 50: they fill, and the order
+    # ends CANCELED (its remainder dropped), not FILLED.
+    short = placed(order(taker, "BUY", "OPEN", "3000", kind="MARKET"))
+    detail = ok(get(taker, "/order", {"contractName": BTC, "orderId": short}))
+    assert (detail["executedQty"], detail["status"]) == (50, "CANCELED")
+    history = {h["orderId"]: h for h in ok(post(taker, "/orderHistorical", {}))}
+    assert (history[short]["dealVolume"], history[short]["status"]) == (50, 4)
+    assert (history[bought]["dealVolume"], history[bought]["status"]) == (50, 2)
 
 
 def test_catalogue_errors_of_orders(env: Env) -> None:
@@ -710,7 +718,8 @@ def test_catalogue_errors_of_orders(env: Env) -> None:
 
     refused(get(client, "/order", {"contractName": BTC, "orderId": 999999}), -2013)
     refused(get(client, "/order", {"contractName": BTC, "clientOrderId": "nope"}), -2013)
-    refused(get(client, "/order", {"contractName": BTC}), -1102)
+    no_id = refused(get(client, "/order", {"contractName": BTC}), -1102)
+    assert "'orderId' (or 'clientOrderId')" in no_id
     refused(get(client, "/order", {"contractName": "E-NOPE-USDT", "orderId": 1}), -1121)
     refused(post(client, "/cancel", {"contractName": BTC, "orderId": "999999"}), -2013)
     refused(get(client, "/openOrders", {"contractName": "nope"}), -1121)
@@ -848,7 +857,22 @@ def test_conditional_orders_are_listed_found_and_cancelled(env: Env) -> None:
     (fired,) = ok(get(client, "/openOrders"))
     assert fired["orderId"] != take and "triggerType" not in fired
     assert (fired["action"], fired["price"], fired["origQty"]) == ("CLOSE", D("32000.0"), 5)
-    assert ok(get(client, "/order", {"contractName": BTC, "orderId": take}))["status"] == "FILLED"
+    # The conditional order reads as the progress of the order it submitted: resting, then
+    # partly filled, then filled (never FILLED with nothing executed).
+    progress = ("status", "executedQty", "avgPrice", "triggerType")
+
+    def condition() -> tuple[Any, ...]:
+        found = ok(get(client, "/order", {"contractName": BTC, "orderId": take}))
+        return tuple(found[k] for k in progress)
+
+    assert condition() == ("NEW", 0, D("0.0"), 2)
+    placed(order(maker, "BUY", "OPEN", 2, "32000"))
+    assert condition() == ("PARTIALLY_FILLED", 2, D("32000.0"), 2)
+    placed(order(maker, "BUY", "OPEN", 3, "32000"))
+    assert condition() == ("FILLED", 5, D("32000.0"), 2)
+    # Cancelling it now names the order it submitted.
+    message = refused(post(client, "/cancel", {"contractName": BTC, "orderId": take}), -1145)
+    assert f"the order it submitted is {fired['orderId']}" in message
     env.audit()
 
 
@@ -879,9 +903,12 @@ def test_leverage_margin_mode_and_position_margin(env: Env) -> None:
     assert (pos["positionType"], pos["leverageLevel"], pos["holdAmount"]) == (2, 20, D("15"))
 
     body = {"positionId": pos["id"], "amount": "5.5"}
+    env.clock.advance(2_000)
     added = ok(post(client, "/edit_position_margin", body))
     assert set(added) == POSITION_FIELDS
     assert (added["id"], added["holdAmount"]) == (pos["id"], D("20.5"))
+    assert (added["ctime"], added["mtime"]) != (pos["ctime"], pos["mtime"])  # a change
+    assert added["ctime"] == pos["ctime"]
     taken = ok(post(client, "/edit_position_margin", {**body, "amount": -5.5}))
     assert taken["holdAmount"] == D("15")
     too_much = refused(post(client, "/edit_position_margin", {**body, "amount": "-0.01"}), -2017)

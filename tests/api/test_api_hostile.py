@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,9 +236,11 @@ def attempt(
     return wrong
 
 
-def run_all(
-    h: Hostile, cases: list[tuple[str, Callable[[], httpx2.Response], set[int], str | None]]
-) -> None:
+Case = tuple[str, Callable[[], httpx2.Response], set[int], str | None]
+"""A label, a request to send, the codes it may be refused with, the field it is about."""
+
+
+def run_all(h: Hostile, cases: list[Case]) -> None:
     seen = h.api_view()
     failures = []
     for label, send, codes, name in cases:
@@ -619,7 +621,7 @@ def field_values(kind: str, field: str) -> list[tuple[str, Any, set[int]]]:
 
 
 def with_value(base: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
-    body = json.loads(json.dumps(base))
+    body: dict[str, Any] = json.loads(json.dumps(base))
     if field.startswith("orders."):
         body["orders"][0][field.split(".", 1)[1]] = value
     else:
@@ -645,7 +647,7 @@ def test_post_parameter_with_hostile_values_is_refused(
     types included): refused with the parameter's catalogue code, nothing changed."""
     post = POSTS[endpoint]
     kind = post.fields[field]
-    cases = []
+    cases: list[Case] = []
     for label, value, codes in field_values(kind, field):
         raw = encode(with_value(post.base(h), field, value))
         assert len(raw) <= LIMIT_BYTES, label
@@ -759,7 +761,7 @@ BODY_BUGS = {
 @pytest.mark.parametrize("endpoint", list(POSTS))
 def test_post_hostile_bodies_are_refused(h: Hostile, endpoint: str) -> None:
     post = POSTS[endpoint]
-    cases = []
+    cases: list[Case] = []
     for label, raw, codes, headers in body_cases(h, post):
 
         def send(raw: bytes = raw, headers: dict[str, str] = headers) -> httpx2.Response:
@@ -868,7 +870,7 @@ def test_get_parameter_with_hostile_values_is_refused(
     """Every parameter of every GET (signed, and public): unicode, 1 MB strings, out-of-range
     and malformed numbers and ids, and the parameter sent twice (-1101)."""
     get = GETS[endpoint]
-    cases = []
+    cases: list[Case] = []
     for label, value, codes in get_values(get.fields[field]):
         params = {**get.base(h), field: value}
 
@@ -920,7 +922,7 @@ def test_get_hostile_query_strings(h: Hostile, endpoint: str) -> None:
             ("symbol twice, other spelling", f"symbol=BTCUSDT&%73ymbol=BTCUSDT{more}", {DUPLICATE}),
             ("symbol 10000 times", "&".join(["symbol=BTCUSDT"] * 10_000) + more, {DUPLICATE}),
         ]
-    cases = []
+    cases: list[Case] = []
     for label, raw, codes in raw_cases:
 
         def send(raw: str = raw) -> httpx2.Response:
@@ -1018,13 +1020,13 @@ def test_batch_cancel_names_the_malformed_element(h: Hostile) -> None:
 def test_content_length_with_non_ascii_digits_is_not_a_500(h: Hostile) -> None:
     """Sent straight to the ASGI app (httpx re-encodes header text): uvicorn's httptools
     parser refuses such a header before the app sees it, other ASGI servers may not."""
-    sent: list[dict[str, Any]] = []
+    sent: list[MutableMapping[str, Any]] = []
     messages = [{"type": "http.request", "body": b'{"symbol":"BTCUSDT"}', "more_body": False}]
 
     async def receive() -> dict[str, Any]:
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     path = SPOT + "/order"
@@ -1047,7 +1049,9 @@ def test_content_length_with_non_ascii_digits_is_not_a_500(h: Hostile) -> None:
         await h.env.http.app(scope, receive, send)
 
     before = h.snapshot()
-    h.env.http.portal.call(call)  # type: ignore[union-attr]
+    portal = h.env.http.portal
+    assert portal is not None
+    portal.call(call)
     status = sent[0]["status"]
     body = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
     assert h.snapshot() == before

@@ -107,7 +107,7 @@ class World:
 
 
 def units(amount: int, decimals: int = 8) -> int:
-    return amount * 10**decimals
+    return amount * int(10**decimals)
 
 
 def order_id(answer: dict[str, Any]) -> int:
@@ -564,11 +564,11 @@ def test_spot_and_margin_accounts_of_one_user_are_separate(world: World) -> None
                 body = {"symbol": symbol, "orderId": str(oid)}
                 response = a.request("POST", prefix + "/cancel", body=body)
                 assert error(response) == NO_SUCH_ORDER, (prefix, symbol, oid)
-        ids = sorted(wrong[SPOT])
-        for start in range(0, len(ids), 10):
-            body = {"symbol": symbol, "orderIds": ids[start : start + 10]}
-            answer = ok(a.request("POST", SPOT + "/batchCancel", body=body))
-            assert answer == {"success": [], "failed": ids[start : start + 10]}
+        spot_ids = sorted(wrong[SPOT])
+        for start in range(0, len(spot_ids), 10):
+            batch = {"symbol": symbol, "orderIds": spot_ids[start : start + 10]}
+            answer = ok(a.request("POST", SPOT + "/batchCancel", body=batch))
+            assert answer == {"success": [], "failed": spot_ids[start : start + 10]}
         # "cid-a" names a different order in each account.
         query = {"symbol": symbol, "newClientOrderId": "cid-a"}
         spot_order = order_id(ok(a.request("GET", SPOT + "/order", params=query)))

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from support import ADMIN_TOKEN, BASE_URL, ClientClock, Env, make_exchange
@@ -115,7 +116,9 @@ def system(env: Env) -> dict[str, dict[str, tuple[str, str]]]:
 def tick(env: Env, http: TestClient | None = None) -> None:
     """One step of the app's scheduler (hourly interest), as the background task runs it."""
     client = http or env.http
-    client.portal.call(client.app.state.scheduler.tick)  # type: ignore[attr-defined]
+    portal, app = client.portal, client.app
+    assert portal is not None and isinstance(app, Starlette)
+    portal.call(app.state.scheduler.tick)
 
 
 def conserved(env: Env, admin: AdminClient | None = None) -> None:

@@ -15,6 +15,7 @@ import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
@@ -164,7 +165,9 @@ def test_document_is_valid_openapi_3_1(doc: dict[str, Any]) -> None:
 
 def test_document_lists_exactly_the_routes_the_app_serves(env: Env, doc: dict[str, Any]) -> None:
     served = set()
-    for route in env.http.app.routes:
+    app = env.http.app
+    assert isinstance(app, Starlette)
+    for route in app.routes:
         assert isinstance(route, Route)
         served |= {(method, route.path) for method in route.methods or () if method != "HEAD"}
     assert operations(doc) == served
@@ -413,7 +416,7 @@ def spot_calls(env: Env, checker: Checker) -> None:
     assert ok(public.request("GET", SPOT + "/depth", params={"symbol": "BTCUSDT"}, signed=False))[
         "asks"
     ]
-    for path, params in [
+    reads: list[tuple[str, dict[str, Any]]] = [
         ("/ping", {}),
         ("/time", {}),
         ("/symbols", {}),
@@ -421,7 +424,8 @@ def spot_calls(env: Env, checker: Checker) -> None:
         ("/trades", {"symbol": "BTCUSDT", "limit": 5}),
         ("/klines", {"symbol": "BTCUSDT", "interval": "1min"}),
         ("/klines", {"symbol": "ETHBTC", "interval": "1month"}),
-    ]:
+    ]
+    for path, params in reads:
         ok(public.request("GET", SPOT + path, params=params, signed=False))
     ok(env.http.get(PATH))
 

@@ -79,6 +79,11 @@ def _app(exchange: Exchange, clock: FakeClock) -> Starlette:
     return create_app(exchange, clock=clock, admin_token=ADMIN_TOKEN, run_scheduler=False)
 
 
+def _client(app: Starlette) -> asgi.ASGIClient:
+    # schemathesis types an ASGI scope as a dict; Starlette takes any mutable mapping.
+    return asgi.get_client(app)  # type: ignore[arg-type]
+
+
 def _served_document() -> bytes:
     """/openapi.json as an app built like the tested one serves it (schemathesis needs the
     schema when it collects the test; ``test_document_is_the_one_served`` checks it is the
@@ -86,7 +91,7 @@ def _served_document() -> bytes:
     with tempfile.TemporaryDirectory() as folder:
         exchange = _exchange(Path(folder) / "document.db")
         try:
-            response = asgi.get_client(_app(exchange, FakeClock())).get(PATH)
+            response = _client(_app(exchange, FakeClock())).get(PATH)
             assert response.status_code == 200, response.text
             return response.content
         finally:
@@ -158,7 +163,7 @@ def hall(tmp_path: Path) -> Iterator[Hall]:
     app = _app(exchange, clock)
     admin = Signer("", "", clock)
     try:
-        with asgi.get_client(app) as http:
+        with _client(app) as http:
             keys = []
             for _ in range(2):
                 user = _ok(http.post("/admin/v1/users", json={}, auth=admin))
@@ -199,7 +204,7 @@ def hall(tmp_path: Path) -> Iterator[Hall]:
     database=None,
     suppress_health_check=list(HealthCheck),
 )
-def test_generated_requests(case: schemathesis.Case, hall: Hall) -> None:
+def test_generated_requests(case: schemathesis.Case[Any], hall: Hall) -> None:
     response = case.call(session=hall.http, auth=hall.signer, base_url=BASE_URL)
     case.validate_response(response, checks=CHECKS)
 

@@ -43,6 +43,7 @@ from tradehall.engine.margin import (
     INSURANCE_ACCOUNT,
     MARGIN_ACCOUNT_BASE,
     POOL_ACCOUNT,
+    MarginAccount,
 )
 from tradehall.engine.markets import MarginSpec, MarketsSpec
 from tradehall.engine.orders import (
@@ -91,11 +92,11 @@ def margin_problems(engine: Engine) -> list[str]:
                 problems.append(f"margin account {account_id} {asset}: empty debt entry kept")
     for account_id, asset in engine.ledger.balances:
         if account_id >= MARGIN_ACCOUNT_BASE:
-            account = margin.accounts.get(account_id)
-            if account is None:
+            holder = margin.accounts.get(account_id)
+            if holder is None:
                 problems.append(f"balance of {account_id} that is no margin account")
                 continue
-            pair = engine.markets.pairs[account.symbol]
+            pair = engine.markets.pairs[holder.symbol]
             if asset not in (pair.base, pair.quote) and any(engine.ledger.get(account_id, asset)):
                 problems.append(f"margin account {account_id} holds {asset}, not of its pair")
     if any(m.id >= margin.next_account_id for m in margin.accounts.values()):
@@ -182,9 +183,13 @@ class Rig:
 
     def open_margin(self, user: int, asset: str, amount: int) -> int:
         self.transfer(user, asset, amount)
+        return self.margin_account(user).id
+
+    def margin_account(self, user: int) -> MarginAccount:
+        """User ``user``'s margin account on SYMBOL, which must exist."""
         account = self.engine.margin.account_of(user, SYMBOL)
-        assert account is not None
-        return account.id
+        assert account is not None, f"user {user} has no margin account"
+        return account
 
     def set_price(self, price: int, qty: int = 1_000) -> Result:
         """A spot trade between accounts 1 and 2 at ``price`` (account 2 takes a fresh ask)."""
@@ -292,8 +297,8 @@ def short_position(rig: Rig, user: int = 3) -> int:
 
 def test_transfer_in_opens_one_account_per_user_and_pair(rig: Rig) -> None:
     result = rig.transfer(3, "USDT", 1_000 * USDT)
-    account = rig.engine.margin.account_of(3, SYMBOL)
-    assert account is not None and account.id == MARGIN_ACCOUNT_BASE
+    account = rig.margin_account(3)
+    assert account.id == MARGIN_ACCOUNT_BASE
     assert result.reply is account
     assert result.events == [
         MarginAccountOpened(MARGIN_ACCOUNT_BASE, 3, SYMBOL),

@@ -132,8 +132,8 @@ def margin_problems(engine: Engine) -> list[str]:
     for (account_id, asset), (free, locked) in engine.ledger.balances.items():
         if account_id < MARGIN_ACCOUNT_BASE:
             continue
-        account = margin.accounts.get(account_id)
-        if account is None:
+        holder = margin.accounts.get(account_id)
+        if holder is None:
             problems.append(f"balance of {account_id}, which is no margin account")
         elif (free or locked) and asset not in (BASE, QUOTE):
             problems.append(f"margin account {account_id} holds {asset}")
@@ -182,23 +182,22 @@ class DebtModel:
         debt_flows: dict[tuple[str, str], int] = defaultdict(int)
         """(reason, asset) -> what the debt changes say."""
         insurance: dict[tuple[int, str], int] = defaultdict(int)
-        deficits: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        deficits: dict[int, list[tuple[str, int, str]]] = defaultdict(list)
         charged: set[tuple[int, str]] = set()
         liquidated: list[int] = []
         for event in events:
-            kind = type(event)
-            if kind is TradeExecuted:
+            if type(event) is TradeExecuted:
                 price = event.trade.price
-            elif kind is BalanceChanged and event.account == POOL_ACCOUNT:
+            elif type(event) is BalanceChanged and event.account == POOL_ACCOUNT:
                 assert event.reason in POOL_REASONS, event
                 assert event.d_locked == 0 and event.locked == 0
                 flows[(event.reason, event.asset)] += event.d_free
-            elif kind is BalanceChanged and event.account == INSURANCE_ACCOUNT:
+            elif type(event) is BalanceChanged and event.account == INSURANCE_ACCOUNT:
                 assert event.reason in ("deposit", "withdraw", "insurance"), event
                 if event.reason == "insurance":
                     assert event.d_free < 0
                     insurance[(event.ref, event.asset)] -= event.d_free
-            elif kind is DebtChanged:
+            elif type(event) is DebtChanged:
                 key = (event.account, event.asset)
                 old_p, old_i = self.debts.get(key, (0, 0))
                 new_p, new_i = event.principal, event.interest
@@ -235,7 +234,7 @@ class DebtModel:
                     self.debts.pop(key, None)
                 else:
                     self.debts[key] = (new_p, new_i)
-            elif kind is Liquidated:
+            elif type(event) is Liquidated:
                 self.liquidations += 1
                 liquidated.append(event.account)
                 assert event.symbol == SYMBOL
@@ -254,14 +253,14 @@ class DebtModel:
                 assert not any(account == event.account for account, _ in self.debts), (
                     "debt left after liquidation"
                 )
-            elif kind is InterestAccrued:
+            elif type(event) is InterestAccrued:
                 assert isinstance(cmd, AccrueInterest) and event.hour == engine.margin.accrued_hour
         assert not deficits and not insurance, (deficits, insurance)
         # Every loan and every repayment is matched by a pool entry of the same amount.
-        for key in set(flows) | set(debt_flows):
-            if key[0] in ("deposit", "withdraw"):
+        for flow in set(flows) | set(debt_flows):
+            if flow[0] in ("deposit", "withdraw"):
                 continue
-            assert flows.get(key, 0) == debt_flows.get(key, 0), (key, flows, debt_flows)
+            assert flows.get(flow, 0) == debt_flows.get(flow, 0), (flow, flows, debt_flows)
         # Interest was charged on every loan that bears it.
         if isinstance(cmd, AccrueInterest) and reply:
             due = {

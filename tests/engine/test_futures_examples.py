@@ -50,7 +50,7 @@ from tradehall.engine.futures_risk import (
     liquidation_price,
     unrealized,
 )
-from tradehall.engine.orders import FILLED, MARKET, NEW
+from tradehall.engine.orders import CANCELED, FILLED, MARKET, NEW
 
 USDT = "USDT"
 BTC = "BTC"
@@ -135,6 +135,26 @@ def test_linear_market_open_is_sized_by_value() -> None:
     assert (state.status, state.qty, state.filled) == (FILLED, 2, 2)
     assert state.filled_value == usdt("100")
     assert r.balance(1, USDT) == (start - usdt("10.06"), usdt("10"))
+
+
+def test_market_open_the_book_cannot_fill_ends_canceled() -> None:
+    """A MARKET OPEN is FILLED when its money is spent (what is left pays for no contract at
+    the price it stopped at), CANCELED with its fills when the book runs out first."""
+    r = rig(1, 2)
+    r.index(LINEAR, 500_000)
+    r.order(2, LINEAR, SELL, OPEN, 2, 500_000)  # 2 contracts of 50 USDT on offer
+    # 200 USDT would buy 4: the book has 2.
+    state = r.order(1, LINEAR, BUY, OPEN, type=MARKET, money=200 * UNIT)
+    assert (state.status, state.qty, state.filled) == (CANCELED, 2, 2)
+    assert state.filled_value == usdt("100")
+    r.order(2, LINEAR, SELL, OPEN, 2, 500_000)
+    # 100 USDT buys exactly the 2 on offer; 90 USDT buys 1 and its 40 USDT buy nothing more.
+    state = r.order(1, LINEAR, BUY, OPEN, type=MARKET, money=100 * UNIT)
+    assert (state.status, state.filled) == (FILLED, 2)
+    r.order(2, LINEAR, SELL, OPEN, 2, 500_000)
+    state = r.order(1, LINEAR, BUY, OPEN, type=MARKET, money=90 * UNIT)
+    assert (state.status, state.filled) == (FILLED, 1)
+    assert audit.check(r.engine) == []
 
 
 def test_linear_average_entry_realized_and_unrealized_pnl() -> None:

@@ -77,7 +77,6 @@ from tradehall.engine.futures_model import (
     FundingRecord,
     FuturesChanged,
     Position,
-    futures_account,
 )
 from tradehall.engine.futures_risk import maintenance, unrealized
 from tradehall.engine.liquidation import cross_equity
@@ -86,12 +85,6 @@ from tradehall.engine.risk_bands import RiskBands
 from tradehall.engine.trigger_book import is_trailing, reached
 
 T = TypeVar("T")
-
-AVOID_MARKET_OPEN_BUG = False
-"""The engine sizes a MARKET OPEN by value level by level and may plan a fill at a worse
-level while the better one still has contracts; matching then fills them at the better
-price and the order's hold runs out (an AssertionError out of ``Engine.apply``). With True
-the streams skip the orders that would hit it; set False once it is fixed."""
 
 USERS = (1, 2, 3, 4)
 CONTRACTS = (LINEAR, INVERSE)
@@ -387,7 +380,7 @@ def draw_place(source: Source, run: Run) -> FuturesPlace:
         tif = GTC
         side = {3: BUY, 4: SELL}.get(trigger_type, side)
         trigger_price = draw_price(source, run, contract)
-    cmd = FuturesPlace(
+    return FuturesPlace(
         run.ts,
         user,
         contract,
@@ -401,26 +394,6 @@ def draw_place(source: Source, run: Run) -> FuturesPlace:
         trigger_type=trigger_type,
         trigger_price=trigger_price,
     )
-    if AVOID_MARKET_OPEN_BUG and money and not trigger_type and plan_skips_liquidity(run, cmd):
-        run.stats["avoided market open bug"] += 1
-        return None
-    return cmd
-
-
-def plan_skips_liquidity(run: Run, cmd: FuturesPlace) -> bool:
-    """Whether a MARKET OPEN sized by value would be planned to fill at a worse level while
-    a better one still has liquidity (the engine then holds too little: see
-    test_futures_examples.py::test_market_sell_open_by_value_over_two_bid_levels)."""
-    contract = run.fx.contracts[cmd.contract]
-    fills = run.fx.plan(contract, cmd.user, cmd.side, 0, 0, cmd.money)
-    book = run.fx.books[cmd.contract]
-    account = futures_account(cmd.user)
-    for price, take in fills[:-1]:
-        level = book.opposite(cmd.side).levels[price]
-        available = sum(o.qty - o.filled for o in level.orders() if o.account != account)
-        if take < available:
-            return True
-    return False
 
 
 def draw_command(run: Run, source: Source) -> Any:

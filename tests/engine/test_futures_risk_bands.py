@@ -107,7 +107,7 @@ def test_bands_find_what_a_whole_sweep_finds(
     assert walk(reference) == with_bands
 
 
-def one_tick_moves_two_contracts(rig: Rig) -> list[tuple[str, str]]:
+def one_tick_moves_two_contracts(rig: Rig) -> list[tuple[int, str]]:
     """User 1 is cross long on BTC (its first position) and ETH; user 3 isolated long on BTC
     at 100x; user 4 bids just below. Then spot trades drop BTCUSDT by 1.2 % and ETHUSDT by
     32 %, and one tick moves both marks (both contracts take their index from spot). ETH's

@@ -372,3 +372,41 @@ def test_trailing_needs_a_price() -> None:
     # Stop-loss and take-profit may wait on a contract that has not traded yet.
     trigger = conditional(r, 1, STOP_LOSS, BUY, 510_000)
     assert waiting(r, trigger)
+
+
+def sweep(r: Rig, side: str, prices: list[int]) -> None:
+    """One order of user 9 (``side``) takes one contract at each of ``prices``, in that order,
+    resting at them for user 8 first: one command, several trade prices."""
+    r.ts += 1
+    resting = BUY if side == SELL else SELL
+    for price in prices:
+        r.order(8, LINEAR, resting, OPEN, 1, price)
+    state = r.order(9, LINEAR, side, OPEN, len(prices), prices[-1], tif=IOC)
+    assert state.filled == len(prices)
+    assert r.fx.states[LINEAR].last == prices[-1]
+
+
+def test_triggers_see_every_price_of_a_sweep_not_only_the_last() -> None:
+    r = rig()
+    # Last 50,000.0. A trailing sell 500.0 below the highest price seen, and a stop-loss BUY
+    # at 50,500.0 (fires when the price rises to it).
+    trailing = conditional(r, 1, TRAILING_SELL, SELL, 495_000)
+    stop = conditional(r, 2, STOP_LOSS, BUY, 505_000)
+    # One SELL sweeps bids at 52,000.0 then 51,600.0: the trailing trigger follows 52,000.0
+    # (to 51,500.0) although the command ended at 51,600.0, and the stop fired on the way.
+    sweep(r, SELL, [520_000, 516_000])
+    assert (trailing.best, trailing.trigger_price, trailing.status) == (520_000, 515_000, WAITING)
+    assert stop.status == FIRED
+    # The next sweep touches 51,400.0 after 51,800.0: the trailing trigger fires.
+    sweep(r, SELL, [518_000, 514_000])
+    assert trailing.status == FIRED
+    assert submitted(r, trailing) == [trailing.order_id]
+
+
+def test_a_trailing_trigger_walks_a_sweep_in_its_order() -> None:
+    r = rig()
+    trailing = conditional(r, 1, TRAILING_SELL, SELL, 495_000)
+    # A BUY sweeps asks at 50,500.0 then 51,500.0: the trigger follows each in turn (to
+    # 50,000.0, then 51,000.0) and no price of the sweep is at or below it when it is seen.
+    sweep(r, BUY, [505_000, 515_000])
+    assert (trailing.best, trailing.trigger_price, trailing.status) == (515_000, 510_000, WAITING)

@@ -182,7 +182,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=60)
     parser.add_argument("--batches", type=int, default=300)
     args = parser.parse_args()
-    variants = dict(v.split("=", 1) if "=" in v else (v, v) for v in args.variant or ("v3", "v4"))
+    variants: dict[str, str] = {}
+    for v in args.variant or ("v3", "v4"):
+        name, eq, variant = v.partition("=")
+        variants[name] = variant if eq else v
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     for r in range(args.rounds):
         for name, variant in variants.items():

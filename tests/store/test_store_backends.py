@@ -4,6 +4,7 @@ migrations, one owner per PostgreSQL schema, and how the backend is chosen."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ MAX = 2**63 - 1
 MIN = -(2**63)
 
 
-def cli(*args: str, env: dict[str, str | None] | None = None) -> Any:
+def cli(*args: str, env: Mapping[str, str | None] | None = None) -> Any:
     return CliRunner().invoke(app, list(args), env={ENV_VAR: None, **(env or {})})
 
 

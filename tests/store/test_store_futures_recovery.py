@@ -4,12 +4,11 @@ recovered exchange carries on exactly as one that never stopped."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 from pathlib import Path
 
+from store_support import run
 from support import Backend
-from tradehall.codes import Reject
 from tradehall.engine.commands import (
     AdjustPositionMargin,
     Command,
@@ -22,7 +21,6 @@ from tradehall.engine.commands import (
     SetMarginMode,
 )
 from tradehall.engine.futures_model import ISOLATED
-from tradehall.exchange import Exchange
 
 USERS = (1, 2, 3, 4)
 HOUR = 3_600_000
@@ -110,15 +108,6 @@ def stream(seed: int, length: int, start: int = 1) -> list[Command]:
             ts += rng.choice((60_000, HOUR, 8 * HOUR))
             out.append(FuturesTick(ts))
     return out
-
-
-def run(exchange: Exchange, commands: list[Command], commit_every: int) -> None:
-    for i, command in enumerate(commands):
-        with contextlib.suppress(Reject):
-            exchange.apply(command)
-        if i % commit_every == 0:
-            exchange.commit_now()
-    exchange.commit_now()
 
 
 def test_futures_restart_restores_everything(backend: Backend, tmp_path: Path) -> None:

@@ -8,9 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from test_store_move import fingerprint, populate
-from test_store_recovery import command_stream, run
-
+from store_support import command_stream, fingerprint, populate, run
 from support import TEST_SECRET_BOX, Backend
 from tradehall.config import load_config
 from tradehall.engine.events import Trade

@@ -8,20 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from test_store_recovery import command_stream, run
 from typer.testing import CliRunner
 
+from store_support import command_stream, fingerprint, populate, run
 from support import TEST_SECRET_BOX_KEY, Backend
-from tradehall import operations as ops
 from tradehall.cli import app
-from tradehall.engine import audit
-from tradehall.exchange import Exchange
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox
 from tradehall.store.factory import ENV_VAR
 
 SQLITE = Backend("sqlite")
-TS = 1_700_000_000_000
 HISTORY = ("SELECT * FROM orders ORDER BY id", "SELECT * FROM trades ORDER BY id")
 
 
@@ -30,27 +26,6 @@ def cli(*args: str, sealing_key: str | None = SecretBox.encode_key(TEST_SECRET_B
     takes the source's secret.key along), or with the data folder's own (None)."""
     env = {ENV_VAR: None, SECRET_KEY_ENV: sealing_key}
     return CliRunner().invoke(app, list(args), env=env)
-
-
-def populate(exchange: Exchange) -> None:
-    for name in ("ann", "bob", "cy"):
-        exchange.create_user(name, TS)
-    exchange.create_key(1, False, ["10.0.0.0/8", "127.0.0.1"], TS)
-    revoked = exchange.create_key(2, True, [], TS)
-    exchange.revoke_key(revoked.api_key, TS + 1)
-    run(exchange, command_stream(21, 700), 9)
-
-
-def fingerprint(exchange: Exchange) -> tuple[Any, ...]:
-    report = ops.audit(exchange)
-    assert report["ok"], report["problems"]
-    assert audit.check(exchange.engine) == []
-    return (
-        exchange.engine.state_hash(),
-        report,
-        sorted(exchange.users.values(), key=lambda u: u.id),
-        sorted((k.row for k in exchange.keys.values()), key=lambda r: r.api_key),
-    )
 
 
 def test_sqlite_to_another_store_through_export_and_import(

@@ -3,75 +3,23 @@ fresh engine recovered from the store has the hash the live engine had; on every
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import random
 from pathlib import Path
 
+from store_support import command_stream, run
 from support import Backend
-from tradehall.codes import Reject
-from tradehall.engine.commands import CancelOrder, Command, Deposit, PlaceOrder, Withdraw
 from tradehall.engine.orders import (
     BUY,
-    FOK,
-    GTC,
-    IOC,
     LIMIT,
     MARKET,
     NEW,
     OPEN_STATUSES,
     PARTIALLY_FILLED,
-    POST_ONLY,
     SELL,
     TIME_IN_FORCE,
     OrderState,
 )
-from tradehall.exchange import Exchange
 from tradehall.store.sql import open_orders, order_kinds
-
-
-def command_stream(seed: int, length: int) -> list[Command]:
-    rng = random.Random(seed)
-    commands: list[Command] = []
-    ts = 1_700_000_000_000
-    for account in (1, 2, 3):
-        commands.append(Deposit(ts, account, "USDT", 10_000_000 * 10**8, f"d-usdt-{account}"))
-        commands.append(Deposit(ts, account, "BTC", 100 * 10**8, f"d-btc-{account}"))
-    for i in range(length):
-        ts += rng.randint(0, 2000)
-        account = rng.randint(1, 3)
-        roll = rng.random()
-        if roll < 0.65:
-            commands.append(
-                PlaceOrder(
-                    ts, account, "BTCUSDT", rng.choice(["BUY", "SELL"]), "LIMIT",
-                    price=rng.randint(2_999_000, 3_001_000), qty=rng.randint(10, 200_000),
-                    tif=rng.choice([GTC, GTC, GTC, IOC, FOK, POST_ONLY]),
-                )
-            )  # fmt: skip
-        elif roll < 0.75:
-            side = rng.choice(["BUY", "SELL"])
-            commands.append(
-                PlaceOrder(ts, account, "BTCUSDT", side, "MARKET", qty=rng.randint(10, 50_000))
-                if side == "SELL"
-                else PlaceOrder(
-                    ts, account, "BTCUSDT", side, "MARKET", quote_qty=rng.randint(6, 5000) * 10**8
-                )
-            )
-        elif roll < 0.95:
-            commands.append(CancelOrder(ts, account, "BTCUSDT", order_id=rng.randint(1, i + 1)))
-        else:
-            commands.append(Withdraw(ts, account, "USDT", rng.randint(1, 1000) * 10**8, f"w{i}"))
-    return commands
-
-
-def run(exchange: Exchange, commands: list[Command], commit_every: int) -> None:
-    for i, command in enumerate(commands):
-        with contextlib.suppress(Reject):
-            exchange.apply(command)
-        if i % commit_every == 0:
-            exchange.commit_now()
-    exchange.commit_now()
 
 
 def test_same_stream_same_hash(backend: Backend, tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def fails(data_dir: Path | None, *args: str, code: int | None = None) -> dict[st
     assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout
-    error = json.loads(lines[0])
+    error: dict[str, Any] = json.loads(lines[0])
     assert set(error) == {"code", "msg"}, error
     assert isinstance(error["code"], int) and error["code"] < 0, error
     assert isinstance(error["msg"], str) and error["msg"], error
@@ -519,7 +519,7 @@ def json_error(proc: subprocess.CompletedProcess[str], status: int) -> dict[str,
     assert proc.returncode == status, (proc.returncode, proc.stdout, proc.stderr)
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout
-    error = json.loads(lines[0])
+    error: dict[str, Any] = json.loads(lines[0])
     assert set(error) == {"code", "msg"} and isinstance(error["code"], int), error
     assert error["code"] < 0 and error["msg"], error
     return error

@@ -267,3 +267,34 @@ def test_sigterm_once_announced_stops_cleanly(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_forwarded_headers_do_not_change_the_client_address(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """The address a key's allow-list and the per-IP limits see is the connection's: an
+    ``X-Forwarded-For`` (which uvicorn trusts from 127.0.0.1 by default) changes nothing."""
+    data = tmp_path / "data"
+    server = server_factory(data)
+    token = (data / "admin.token").read_text().strip()
+    with AdminClient(server.url, token) as admin:
+        user = admin.create_user("forwarded")["id"]
+        far = admin.create_key(user, ips=["10.0.0.0/8"])
+        near = admin.create_key(user, ips=["127.0.0.1"])
+    forwarded = {
+        "X-Forwarded-For": "10.1.1.1",
+        "X-Real-IP": "10.1.1.1",
+        "Forwarded": "for=10.1.1.1",
+    }
+    with Client(server.url, far["apiKey"], far["secret"]) as client:
+        refused = client.request("GET", "/spot/open/sapi/v1/account", headers=forwarded)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["code"] == -2015
+    with Client(server.url, near["apiKey"], near["secret"]) as client:
+        answered = client.request("GET", "/spot/open/sapi/v1/account", headers=forwarded)
+        assert answered.status_code == 200, answered.text
+
+    # A path with a trailing slash is an unknown path, not a redirect.
+    status, body, _ = http("GET", server.url + "/spot/open/sapi/v1/ping/")
+    assert (status, body["code"]) == (404, -1020)
+    assert server.stop() == 0

@@ -175,6 +175,14 @@ async def revoke_key(call: Call) -> Any:
     return result
 
 
+def _tx_id(params: Params) -> str | None:
+    """``txId`` as sent. An empty one is passed on (and refused), not taken as absent as other
+    empty parameters are: a generated id would make a repeated call move the funds again."""
+    if params.data.get("txId") == "":
+        return ""
+    return params.text("txId")
+
+
 def _transfer(kind: str) -> Callable[[Call], Awaitable[Any]]:
     async def run(call: Call) -> Any:
         params = call.params
@@ -182,7 +190,7 @@ def _transfer(kind: str) -> Callable[[Call], Awaitable[Any]]:
         amount = params.text("amount", required=True)
         assert asset is not None and amount is not None
         result = ops.transfer(
-            call.exchange, kind, _user_id(params), asset, amount, params.text("txId"), call.now
+            call.exchange, kind, _user_id(params), asset, amount, _tx_id(params), call.now
         )
         await call.durable()
         return result
@@ -197,9 +205,7 @@ def _fund(kind: str) -> Callable[[Call], Awaitable[Any]]:
         asset = params.text("asset", required=True)
         amount = params.text("amount", required=True)
         assert account is not None and asset is not None and amount is not None
-        result = ops.fund(
-            call.exchange, kind, account, asset, amount, params.text("txId"), call.now
-        )
+        result = ops.fund(call.exchange, kind, account, asset, amount, _tx_id(params), call.now)
         await call.durable()
         return result
 

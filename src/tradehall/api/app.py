@@ -139,6 +139,9 @@ def create_app(
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )
+    # A path with a trailing slash is an unknown path (404 with an error object, as the
+    # contract has it), not a redirect to the path without it.
+    app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
     app.state.tradehall = state
     app.state.scheduler = scheduler

@@ -35,6 +35,7 @@ from tradehall.engine.events import Trade
 from tradehall.engine.futures_model import (
     CLOSE,
     CROSS,
+    FIRED,
     ISOLATED,
     KIND_ORDER,
     KIND_POSITION,
@@ -183,7 +184,9 @@ def order_ref(params: Params) -> tuple[int | None, str | None]:
     order_id = params.order_id("orderId")
     client_id = params.client_id("clientOrderId", MAX_CLIENT_ID) or None
     if order_id is None and client_id is None:
-        raise params.missing("orderId")
+        raise ApiError(
+            Code.BAD_PARAM, "mandatory parameter 'orderId' (or 'clientOrderId') was not sent"
+        )
     return order_id, client_id
 
 
@@ -218,16 +221,30 @@ async def find_order(
     raise ApiError(Code.NO_SUCH_ORDER, "order does not exist")
 
 
-def order_record(contract: ContractSpec, found: FuturesOrderState | Trigger) -> Any:
-    if isinstance(found, Trigger):
-        return view.trigger(contract, found)
-    return view.order(contract, found)
+async def submitted_order(call: Call, trigger: Trigger) -> FuturesOrderState | None:
+    """The order a fired conditional order submitted (None if it has not fired). Firing
+    stores both in one command, so the trigger found fired means its order is stored; an
+    open order's state is taken from the engine before waiting, as ``find_order`` does."""
+    if trigger.status != FIRED or not trigger.order_id:
+        return None
+    fx = call.exchange.engine.futures
+    live = fx.find_open(call.user, trigger.contract, trigger.order_id, None)
+    if isinstance(live, FuturesOrder):
+        return await call.once_durable(live.state())
+    await call.durable()
+    found = await call.state.read(
+        call.exchange.store.futures_doc, KIND_ORDER, call.user, trigger.contract, trigger.order_id
+    )
+    return found if isinstance(found, FuturesOrderState) else None
 
 
 async def get_order(call: Call) -> Any:
     contract = need_contract(call)
     order_id, client_id = order_ref(call.params)
-    return order_record(contract, await find_order(call, contract, order_id, client_id))
+    found = await find_order(call, contract, order_id, client_id)
+    if isinstance(found, Trigger):
+        return view.trigger(contract, found, await submitted_order(call, found))
+    return view.order(contract, found)
 
 
 async def cancel_order(call: Call) -> Any:
@@ -240,6 +257,12 @@ async def cancel_order(call: Call) -> Any:
         if exc.code != Code.NO_SUCH_ORDER:
             raise
         ended = await find_order(call, contract, order_id, client_id)
+        if isinstance(ended, Trigger) and ended.status == FIRED and ended.order_id:
+            raise ApiError(
+                Code.CANNOT_CANCEL,
+                f"conditional order {ended.id} has fired; the order it submitted is"
+                f" {ended.order_id}",
+            ) from None
         raise ApiError(
             Code.CANNOT_CANCEL, f"order {ended.id} is {ended.status}; it cannot be canceled"
         ) from None

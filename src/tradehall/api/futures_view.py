@@ -242,17 +242,27 @@ def order(contract: ContractSpec, o: FuturesOrderState) -> wire.FuturesOrder:
     )
 
 
-def trigger(contract: ContractSpec, t: Trigger) -> wire.FuturesOrder:
-    """A conditional order, as an order with its trigger."""
+def trigger(
+    contract: ContractSpec, t: Trigger, submitted: FuturesOrderState | None = None
+) -> wire.FuturesOrder:
+    """A conditional order, as an order with its trigger. Once it fired, ``submitted`` (the
+    order it submitted) gives its status, ``executedQty`` and ``avgPrice``: a conditional
+    order reads as its order's progress, never ``FILLED`` with nothing executed."""
+    if submitted is None:
+        executed, average, status = ZERO, price(contract, 0), t.status
+    else:
+        executed = integer(submitted.filled)
+        average = avg_price(contract, submitted.filled, submitted.filled_value)
+        status = submitted.status
     return wire.FuturesOrder(
         t.id,
         contract.symbol,
         pair_symbol(contract),
         price(contract, t.price),
         orig_qty(t),
-        ZERO,
-        price(contract, 0),
-        cast(wire.Status, t.status),
+        executed,
+        average,
+        cast(wire.Status, status),
         cast(wire.Side, t.side),
         cast(wire.Action, t.action),
         cast(wire.OrderType, t.type),

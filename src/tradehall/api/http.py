@@ -260,10 +260,10 @@ def endpoint(
             method = scope["method"]
             headers = header_map(scope) if signed or method == "POST" else _NO_HEADERS
             if method == "POST":
-                # Checked before the body is read. ASCII lower-casing finds the same ASCII
-                # text as str.lower() of the latin-1 decoding would.
+                # Checked before the body is read: the media type before any parameter
+                # (";charset=...") must be application/json, in any case.
                 content_type = headers.get(b"content-type", b"")
-                if b"application/json" not in content_type.lower():
+                if content_type.split(b";", 1)[0].strip().lower() != b"application/json":
                     raise ApiError(Code.CONTENT_TYPE, "Content-Type must be application/json")
                 body = await read_body(receive, headers.get(b"content-length"))
                 params = parse_body(body)

@@ -33,6 +33,8 @@ Number = str | int | Decimal
 """A price, volume or amount: sent as given, a Decimal as its plain string form."""
 OrderId = str | int
 """An order ID: sent as a string."""
+Limit = int | str
+"""A page size: the seed gives some as integers and some as strings; the server takes both."""
 
 
 # --- values -----------------------------------------------------------------------------------
@@ -308,12 +310,12 @@ def cancel_order(prefix: str, symbol: str, order_id: OrderId | None, cid: str | 
     return signed_post(prefix, "/cancel", _order_ref(symbol, order_id, cid))
 
 
-def open_orders(prefix: str, symbol: str, limit: int | None) -> Call:
+def open_orders(prefix: str, symbol: str, limit: Limit | None) -> Call:
     """GET /openOrders."""
     return signed_get(prefix, "/openOrders", {"symbol": symbol, "limit": limit})
 
 
-def my_trades(prefix: str, symbol: str, limit: int | None, from_id: int | None) -> Call:
+def my_trades(prefix: str, symbol: str, limit: Limit | None, from_id: int | None) -> Call:
     """GET /myTrades."""
     return signed_get(prefix, "/myTrades", {"symbol": symbol, "limit": limit, "fromId": from_id})
 
@@ -366,7 +368,7 @@ def futures_order_ref(
 
 
 def futures_history(
-    path: str, contract: str | None, limit: int | None, from_id: int | None
+    path: str, contract: str | None, limit: Limit | None, from_id: int | None
 ) -> Call:
     """POST /orderHistorical or /profitHistorical."""
     body = compact({"contractName": contract, "limit": limit, "fromId": from_id})

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
 from types import TracebackType
 from typing import Any, Self
 
 import httpx2
 
 from tradehall.client import _requests as r
+from tradehall.client._requests import Number
 
 __all__ = ["AdminClient"]
 
@@ -92,16 +92,12 @@ class AdminClient:
         """POST /admin/v1/keys/revoke."""
         return self._post("/keys/revoke", {"apiKey": api_key})
 
-    def deposit(
-        self, user_id: int, asset: str, amount: str | Decimal, tx_id: str | None = None
-    ) -> Any:
+    def deposit(self, user_id: int, asset: str, amount: Number, tx_id: str | None = None) -> Any:
         """POST /admin/v1/deposit."""
         body = {"userId": user_id, "asset": asset, "amount": amount, "txId": tx_id}
         return self._post("/deposit", body)
 
-    def withdraw(
-        self, user_id: int, asset: str, amount: str | Decimal, tx_id: str | None = None
-    ) -> Any:
+    def withdraw(self, user_id: int, asset: str, amount: Number, tx_id: str | None = None) -> Any:
         """POST /admin/v1/withdraw."""
         body = {"userId": user_id, "asset": asset, "amount": amount, "txId": tx_id}
         return self._post("/withdraw", body)
@@ -110,7 +106,7 @@ class AdminClient:
         self,
         account: str,
         asset: str,
-        amount: str | Decimal,
+        amount: Number,
         tx_id: str | None = None,
         *,
         withdraw: bool = False,
@@ -125,7 +121,7 @@ class AdminClient:
         return self._get("/system")
 
     def margin_transfer(
-        self, user_id: int, symbol: str, asset: str, amount: str | Decimal, source: str, target: str
+        self, user_id: int, symbol: str, asset: str, amount: Number, source: str, target: str
     ) -> Any:
         """POST /admin/v1/margin/transfer: between a user's spot and margin accounts."""
         body = {"userId": user_id, "symbol": symbol, "asset": asset, "amount": amount}
@@ -136,14 +132,14 @@ class AdminClient:
         return self._get("/margin/account", {"userId": user_id, "symbol": symbol})
 
     def futures_transfer(
-        self, user_id: int, asset: str, amount: str | Decimal, source: str, target: str
+        self, user_id: int, asset: str, amount: Number, source: str, target: str
     ) -> Any:
         """POST /admin/v1/futures/transfer: between a user's spot and futures accounts
         (``source``/``target``: ``spot`` and ``futures``)."""
         body = {"userId": user_id, "asset": asset, "amount": amount}
         return self._post("/futures/transfer", {**body, "from": source, "to": target})
 
-    def set_index_price(self, contract: str, price: str | Decimal) -> Any:
+    def set_index_price(self, contract: str, price: Number) -> Any:
         """POST /admin/v1/futures/index-price: the operator's index price of a contract."""
         return self._post("/futures/index-price", {"contract": contract, "price": price})
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 import httpx2
 
 from tradehall.client import _requests as r
-from tradehall.client._requests import FUTURES, MARGIN, SPOT, Number, OrderId
+from tradehall.client._requests import FUTURES, MARGIN, SPOT, Limit, Number, OrderId
 
 __all__ = ["AsyncClient"]
 
@@ -100,7 +100,7 @@ class AsyncClient:
         """GET /symbols."""
         return await self._call(r.public("/symbols"))
 
-    async def depth(self, symbol: str, limit: int | None = None) -> Any:
+    async def depth(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /depth."""
         return await self._call(r.public("/depth", {"symbol": symbol, "limit": limit}))
 
@@ -108,11 +108,11 @@ class AsyncClient:
         """GET /ticker."""
         return await self._call(r.public("/ticker", {"symbol": symbol}))
 
-    async def trades(self, symbol: str, limit: int | None = None) -> Any:
+    async def trades(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /trades."""
         return await self._call(r.public("/trades", {"symbol": symbol, "limit": limit}))
 
-    async def klines(self, symbol: str, interval: str, limit: int | None = None) -> Any:
+    async def klines(self, symbol: str, interval: str, limit: Limit | None = None) -> Any:
         """GET /klines."""
         params = {"symbol": symbol, "interval": interval, "limit": limit}
         return await self._call(r.public("/klines", params))
@@ -173,17 +173,17 @@ class AsyncClient:
         """POST /cancel."""
         return await self._call(r.cancel_order(SPOT, symbol, order_id, client_order_id))
 
-    async def batch_cancel(self, symbol: str, order_ids: list[OrderId]) -> Any:
+    async def batch_cancel(self, symbol: str, order_ids: Sequence[OrderId]) -> Any:
         """POST /batchCancel."""
-        body = {"symbol": symbol, "orderIds": order_ids}
+        body = {"symbol": symbol, "orderIds": list(order_ids)}
         return await self._call(r.signed_post(SPOT, "/batchCancel", body))
 
-    async def open_orders(self, symbol: str, limit: int | None = None) -> Any:
+    async def open_orders(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /openOrders."""
         return await self._call(r.open_orders(SPOT, symbol, limit))
 
     async def my_trades(
-        self, symbol: str, limit: int | None = None, from_id: int | None = None
+        self, symbol: str, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """GET /myTrades."""
         return await self._call(r.my_trades(SPOT, symbol, limit, from_id))
@@ -224,12 +224,12 @@ class AsyncClient:
         """POST /margin/cancel."""
         return await self._call(r.cancel_order(MARGIN, symbol, order_id, client_order_id))
 
-    async def margin_open_orders(self, symbol: str, limit: int | None = None) -> Any:
+    async def margin_open_orders(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /margin/openOrders."""
         return await self._call(r.open_orders(MARGIN, symbol, limit))
 
     async def margin_my_trades(
-        self, symbol: str, limit: int | None = None, from_id: int | None = None
+        self, symbol: str, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """GET /margin/myTrades."""
         return await self._call(r.my_trades(MARGIN, symbol, limit, from_id))
@@ -248,7 +248,7 @@ class AsyncClient:
         """GET /futures/open/fapi/v1/contracts."""
         return await self._call(r.futures_public("/contracts"))
 
-    async def futures_depth(self, contract: str, limit: int | None = None) -> Any:
+    async def futures_depth(self, contract: str, limit: Limit | None = None) -> Any:
         """GET /futures/open/fapi/v1/depth."""
         return await self._call(
             r.futures_public("/depth", {"contractName": contract, "limit": limit})
@@ -268,7 +268,7 @@ class AsyncClient:
         """GET /futures/open/fapi/v1/ticker_all (extension)."""
         return await self._call(r.futures_public("/ticker_all"))
 
-    async def futures_klines(self, contract: str, interval: str, limit: int | None = None) -> Any:
+    async def futures_klines(self, contract: str, interval: str, limit: Limit | None = None) -> Any:
         """GET /futures/open/fapi/v1/klines."""
         params = {"contractName": contract, "interval": interval, "limit": limit}
         return await self._call(r.futures_public("/klines", params))
@@ -343,19 +343,19 @@ class AsyncClient:
         return await self._call(r.signed_get(FUTURES, "/openOrders", {"contractName": contract}))
 
     async def futures_order_history(
-        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+        self, contract: str | None = None, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """POST /futures/open/fapi/v1/orderHistorical."""
         return await self._call(r.futures_history("/orderHistorical", contract, limit, from_id))
 
     async def futures_profit_history(
-        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+        self, contract: str | None = None, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """POST /futures/open/fapi/v1/profitHistorical."""
         return await self._call(r.futures_history("/profitHistorical", contract, limit, from_id))
 
     async def futures_my_trades(
-        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+        self, contract: str | None = None, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """GET /futures/open/fapi/v1/myTrades (no contract: every contract's trades)."""
         params = {"contractName": contract, "limit": limit, "fromId": from_id}

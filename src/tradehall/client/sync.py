@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 import httpx2
 
 from tradehall.client import _requests as r
-from tradehall.client._requests import FUTURES, MARGIN, SPOT, Number, OrderId
+from tradehall.client._requests import FUTURES, MARGIN, SPOT, Limit, Number, OrderId
 
 __all__ = ["Client"]
 
@@ -100,7 +100,7 @@ class Client:
         """GET /symbols."""
         return self._call(r.public("/symbols"))
 
-    def depth(self, symbol: str, limit: int | None = None) -> Any:
+    def depth(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /depth."""
         return self._call(r.public("/depth", {"symbol": symbol, "limit": limit}))
 
@@ -108,11 +108,11 @@ class Client:
         """GET /ticker."""
         return self._call(r.public("/ticker", {"symbol": symbol}))
 
-    def trades(self, symbol: str, limit: int | None = None) -> Any:
+    def trades(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /trades."""
         return self._call(r.public("/trades", {"symbol": symbol, "limit": limit}))
 
-    def klines(self, symbol: str, interval: str, limit: int | None = None) -> Any:
+    def klines(self, symbol: str, interval: str, limit: Limit | None = None) -> Any:
         """GET /klines."""
         params = {"symbol": symbol, "interval": interval, "limit": limit}
         return self._call(r.public("/klines", params))
@@ -171,16 +171,16 @@ class Client:
         """POST /cancel."""
         return self._call(r.cancel_order(SPOT, symbol, order_id, client_order_id))
 
-    def batch_cancel(self, symbol: str, order_ids: list[OrderId]) -> Any:
+    def batch_cancel(self, symbol: str, order_ids: Sequence[OrderId]) -> Any:
         """POST /batchCancel."""
-        body = {"symbol": symbol, "orderIds": order_ids}
+        body = {"symbol": symbol, "orderIds": list(order_ids)}
         return self._call(r.signed_post(SPOT, "/batchCancel", body))
 
-    def open_orders(self, symbol: str, limit: int | None = None) -> Any:
+    def open_orders(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /openOrders."""
         return self._call(r.open_orders(SPOT, symbol, limit))
 
-    def my_trades(self, symbol: str, limit: int | None = None, from_id: int | None = None) -> Any:
+    def my_trades(self, symbol: str, limit: Limit | None = None, from_id: int | None = None) -> Any:
         """GET /myTrades."""
         return self._call(r.my_trades(SPOT, symbol, limit, from_id))
 
@@ -220,12 +220,12 @@ class Client:
         """POST /margin/cancel."""
         return self._call(r.cancel_order(MARGIN, symbol, order_id, client_order_id))
 
-    def margin_open_orders(self, symbol: str, limit: int | None = None) -> Any:
+    def margin_open_orders(self, symbol: str, limit: Limit | None = None) -> Any:
         """GET /margin/openOrders."""
         return self._call(r.open_orders(MARGIN, symbol, limit))
 
     def margin_my_trades(
-        self, symbol: str, limit: int | None = None, from_id: int | None = None
+        self, symbol: str, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """GET /margin/myTrades."""
         return self._call(r.my_trades(MARGIN, symbol, limit, from_id))
@@ -244,7 +244,7 @@ class Client:
         """GET /futures/open/fapi/v1/contracts."""
         return self._call(r.futures_public("/contracts"))
 
-    def futures_depth(self, contract: str, limit: int | None = None) -> Any:
+    def futures_depth(self, contract: str, limit: Limit | None = None) -> Any:
         """GET /futures/open/fapi/v1/depth."""
         return self._call(r.futures_public("/depth", {"contractName": contract, "limit": limit}))
 
@@ -262,7 +262,7 @@ class Client:
         """GET /futures/open/fapi/v1/ticker_all (extension)."""
         return self._call(r.futures_public("/ticker_all"))
 
-    def futures_klines(self, contract: str, interval: str, limit: int | None = None) -> Any:
+    def futures_klines(self, contract: str, interval: str, limit: Limit | None = None) -> Any:
         """GET /futures/open/fapi/v1/klines."""
         params = {"contractName": contract, "interval": interval, "limit": limit}
         return self._call(r.futures_public("/klines", params))
@@ -337,19 +337,19 @@ class Client:
         return self._call(r.signed_get(FUTURES, "/openOrders", {"contractName": contract}))
 
     def futures_order_history(
-        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+        self, contract: str | None = None, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """POST /futures/open/fapi/v1/orderHistorical."""
         return self._call(r.futures_history("/orderHistorical", contract, limit, from_id))
 
     def futures_profit_history(
-        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+        self, contract: str | None = None, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """POST /futures/open/fapi/v1/profitHistorical."""
         return self._call(r.futures_history("/profitHistorical", contract, limit, from_id))
 
     def futures_my_trades(
-        self, contract: str | None = None, limit: int | None = None, from_id: int | None = None
+        self, contract: str | None = None, limit: Limit | None = None, from_id: int | None = None
     ) -> Any:
         """GET /futures/open/fapi/v1/myTrades (no contract: every contract's trades)."""
         params = {"contractName": contract, "limit": limit, "fromId": from_id}

@@ -397,6 +397,7 @@ class Engine:
         for _ in range(liquidation.MAX_ROUNDS):
             if not pending:
                 if parties_looked_at:
+                    fx.traded.clear()  # every trigger has seen this command's prices
                     return
                 parties_looked_at = True
                 tell_bands()
@@ -495,7 +496,7 @@ class Engine:
         return self.futures.set_margin_mode(cmd.user, cmd.contract, cmd.position_type)
 
     def _adjust_position_margin(self, cmd: AdjustPositionMargin) -> Position:
-        pos = self.futures.adjust_margin(cmd.user, cmd.position_id, cmd.amount)
+        pos = self.futures.adjust_margin(cmd.user, cmd.position_id, cmd.amount, cmd.ts)
         self._futures_settle([pos.contract], cmd.ts, traded=False)
         return pos
 

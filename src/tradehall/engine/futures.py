@@ -121,6 +121,9 @@ class Futures:
         """Waiting conditional orders by id."""
         self.user_triggers: dict[int, dict[int, Trigger]] = {}
         self.trigger_books = {symbol: TriggerBook() for symbol in contracts}
+        self.traded: dict[str, list[int]] = {}
+        """Per contract, the prices it traded at (in order) since its triggers were last
+        looked at: a trigger fires on any of them, not only on the last (``triggers.due``)."""
         self.risk_bands = RiskBands(list(contracts))
         """Which positions a move of the mark can have made due (liquidation's index)."""
         self.next_position_id = 1
@@ -283,7 +286,7 @@ class Futures:
             self.ledger.change(user, asset, amount, 0, "from_futures", account)
         return self.ledger.get(account, asset)
 
-    def adjust_margin(self, user: int, position_id: int, amount: int) -> Position:
+    def adjust_margin(self, user: int, position_id: int, amount: int, ts: int) -> Position:
         pos = self.position_by_id(user, position_id)
         if pos is None:
             raise Reject(Code.BAD_PARAM, "no such open position")
@@ -313,6 +316,7 @@ class Futures:
                 )
             self.ledger.change(account, coin, take, -take, "position_margin", pos.id)
         pos.margin += amount
+        pos.mtime = ts
         self.emit_position(pos)
         return pos
 
@@ -390,9 +394,12 @@ class Futures:
 
     def plan(
         self, contract: ContractSpec, user: int, side: str, limit: int, volume: int, money: int
-    ) -> list[Fill]:
+    ) -> tuple[list[Fill], bool]:
         """The taker fills an order would get now, skipping the user's own resting orders
-        (self-trade prevention cancels them). With ``money`` the order is sized by value."""
+        (self-trade prevention cancels them), and whether they reach the order's size. With
+        ``money`` the order is sized by value: its size is reached when what is left of the
+        money no longer pays for one contract at the price the fills stopped at (every later
+        price is worse), not when the book runs out first."""
         fills: list[Fill] = []
         book = self.books[contract.symbol]
         is_buy = side == BUY
@@ -405,7 +412,7 @@ class Futures:
             if money:
                 left = budget // contract.money(1, level.price)
                 if left == 0:
-                    break
+                    return fills, True
             offered = 0
             node = level.head
             while node is not None:
@@ -415,13 +422,14 @@ class Futures:
             take = min(offered, left)
             if take:
                 fills.append((level.price, take))
-                if money:
-                    budget -= contract.money(take, level.price)
-                else:
-                    left -= take
-            if take < offered or (not money and left == 0):
-                break  # matching never reaches past a level it does not empty
-        return fills
+            if take == left:  # the order's size is used up at this level
+                return fills, True
+            # Otherwise the level is emptied, and the order goes on to the next.
+            if money:
+                budget -= contract.money(take, level.price)
+            else:
+                left -= take
+        return fills, False
 
     @staticmethod
     def hold_for(
@@ -446,7 +454,7 @@ class Futures:
     ) -> FuturesOrderState:
         contract, setting = self.validate(cmd)
         symbol = contract.symbol
-        fills = self.plan(contract, cmd.user, cmd.side, cmd.price, cmd.volume, cmd.money)
+        fills, reached = self.plan(contract, cmd.user, cmd.side, cmd.price, cmd.volume, cmd.money)
         planned = sum(q for _, q in fills)
         volume = planned if cmd.type == MARKET and cmd.action == OPEN else cmd.volume
         rests = cmd.type == LIMIT and cmd.tif in (GTC, POST_ONLY)
@@ -490,7 +498,9 @@ class Futures:
         if self.settings.get((cmd.user, symbol)) != setting:
             self.settings[(cmd.user, symbol)] = setting  # the mode this order switched to
             self.emit_setting(setting)
-        return self.execute(contract, book, order, hold)
+        # A MARKET OPEN whose money could buy more than the book offered ends CANCELED, as any
+        # order whose remainder is dropped.
+        return self.execute(contract, book, order, hold, complete=reached or not cmd.money)
 
     @staticmethod
     def _would_take(book: OrderBook, order: FuturesOrder) -> bool:
@@ -501,9 +511,17 @@ class Futures:
         return best.price <= order.price if order.side == BUY else best.price >= order.price
 
     def execute(
-        self, contract: ContractSpec, book: OrderBook, order: FuturesOrder, hold: int
+        self,
+        contract: ContractSpec,
+        book: OrderBook,
+        order: FuturesOrder,
+        hold: int,
+        *,
+        complete: bool = True,
     ) -> FuturesOrderState:
-        """Hold, match, then rest or end a validated order."""
+        """Hold, match, then rest or end a validated order. ``complete`` False: the order's
+        quantity is less than it asked for (a MARKET OPEN the book could not fill), so it
+        ends CANCELED even when that quantity fills."""
         if hold:
             order.held = hold
             self.ledger.change(order.account, contract.margin_coin, -hold, hold, "hold", order.id)
@@ -519,7 +537,7 @@ class Futures:
             book.rest(order)
             self.open_by_user.setdefault(order.user, {})[order.id] = order
             return self.emit_order(order)
-        order.status = FILLED if order.filled == order.qty else CANCELED
+        order.status = FILLED if order.filled == order.qty and complete else CANCELED
         self.end(order)
         return self.emit_order(order)
 
@@ -569,6 +587,7 @@ class Futures:
             order.updated = ts
         if book is not None:
             self.states[contract.symbol].last = price
+            self.traded.setdefault(contract.symbol, []).append(price)
             book.side_of(maker.side).levels[price].total -= qty
             if maker.filled == maker.qty:
                 maker.status = FILLED

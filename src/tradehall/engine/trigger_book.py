@@ -63,18 +63,19 @@ class TriggerBook:
         if self.trailing.pop(trigger.id, None) is None:
             self.fixed.pop(trigger.id, None)
 
-    def reached_fixed(self, price: int) -> list[Trigger]:
-        """The fixed-price triggers ``price`` reaches, taken out of the heaps (the caller
-        fires every one of them)."""
+    def reached_fixed(self, high: int, low: int) -> list[Trigger]:
+        """The fixed-price triggers that prices between ``low`` and ``high`` reach (those
+        that fire when the price rises to them: ``high``; falls to them: ``low``), taken out
+        of the heaps (the caller fires every one of them)."""
         out = []
         fixed = self.fixed
         heap = self.rising
-        while heap and heap[0][0] <= price:
+        while heap and heap[0][0] <= high:
             trigger = fixed.get(heapq.heappop(heap)[1])
             if trigger is not None:
                 out.append(trigger)
         heap = self.falling
-        while heap and -heap[0][0] >= price:
+        while heap and -heap[0][0] >= low:
             trigger = fixed.get(heapq.heappop(heap)[1])
             if trigger is not None:
                 out.append(trigger)

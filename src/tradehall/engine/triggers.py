@@ -105,30 +105,37 @@ def cancel(fx: Futures, trigger: Trigger, ts: int) -> Trigger:
 
 
 def due(fx: Futures, symbol: str) -> list[Trigger]:
-    """Move trailing triggers with the last price and return those it reaches (by id). The
-    caller fires every one returned (they are out of the contract's price order)."""
-    price = fx.states[symbol].last
-    if not price:
-        return []
+    """Move trailing triggers with the prices the contract traded at since its triggers were
+    last looked at, in order (the last price alone when it has not traded since), and return
+    the triggers any of them reaches (by id). The caller fires every one returned (they are
+    out of the contract's price order)."""
+    prices = fx.traded.pop(symbol, None)
+    if not prices:
+        last = fx.states[symbol].last
+        if not last:
+            return []
+        prices = [last]
     book = fx.trigger_books[symbol]
-    fired = book.reached_fixed(price)
+    fired = book.reached_fixed(max(prices), min(prices))
     trailing = book.trailing
     for trigger_id in sorted(trailing):
         trigger = trailing[trigger_id]
-        if trigger.trigger_type == TRAILING_BUY:
-            if price < trigger.best:
+        moved = reached = False
+        # A trailing buy follows the lowest price from above and fires when the price rises
+        # back to it; a trailing sell mirrors it. Each price is seen in turn.
+        sign = 1 if trigger.trigger_type == TRAILING_BUY else -1
+        for price in prices:
+            if sign * (trigger.best - price) > 0:  # a new best
                 trigger.best = price
-                trigger.trigger_price = price + trigger.distance
-                fx.emit_trigger(trigger)
-            if price >= trigger.trigger_price:
-                fired.append(trigger)
-        else:
-            if price > trigger.best:
-                trigger.best = price
-                trigger.trigger_price = price - trigger.distance
-                fx.emit_trigger(trigger)
-            if price <= trigger.trigger_price:
-                fired.append(trigger)
+                trigger.trigger_price = price + sign * trigger.distance
+                moved = True
+            if sign * (price - trigger.trigger_price) >= 0:
+                reached = True
+                break
+        if moved:
+            fx.emit_trigger(trigger)
+        if reached:
+            fired.append(trigger)
     fired.sort(key=lambda t: t.id)
     return fired
 

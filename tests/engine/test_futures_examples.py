@@ -157,6 +157,20 @@ def test_market_open_the_book_cannot_fill_ends_canceled() -> None:
     assert audit.check(r.engine) == []
 
 
+def test_market_sell_open_by_value_goes_on_past_a_bid_level_it_empties_exactly() -> None:
+    """A lower bid costs less per contract: money left after emptying a level exactly may buy
+    at the next one (the review's case against a first version of the FILLED/CANCELED rule)."""
+    r = rig(1, 2)
+    r.index(LINEAR, 500_000)
+    r.order(1, LINEAR, BUY, OPEN, 2, 500_000)
+    r.order(1, LINEAR, BUY, OPEN, 5, 490_000)
+    # 149 USDT: the 2 bids at 50,000.0 (100 USDT), then 49 USDT pays for 1 at 49,000.0.
+    state = r.order(2, LINEAR, SELL, OPEN, type=MARKET, money=149 * UNIT)
+    assert (state.status, state.qty, state.filled) == (FILLED, 3, 3)
+    assert state.filled_value == usdt("149")
+    assert audit.check(r.engine) == []
+
+
 def test_linear_average_entry_realized_and_unrealized_pnl() -> None:
     r = rig(1, 3)
     start = 100_000 * UNIT

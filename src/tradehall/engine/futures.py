@@ -398,14 +398,17 @@ class Futures:
         """The taker fills an order would get now, skipping the user's own resting orders
         (self-trade prevention cancels them), and whether they reach the order's size. With
         ``money`` the order is sized by value: its size is reached when what is left of the
-        money no longer pays for one contract at the price the fills stopped at (every later
-        price is worse), not when the book runs out first."""
+        money no longer pays for one contract at the level it stopped at (matching cannot
+        skip a level), or, once the book ran out, at the last price it traded at; not when
+        the book runs out while the money could still buy. (A lower bid costs less per
+        contract on a linear contract, so emptying a level exactly is not the end.)"""
         fills: list[Fill] = []
         book = self.books[contract.symbol]
         is_buy = side == BUY
         left = volume
         budget = money
         account = futures_account(user)
+        last: int | None = None
         for level in book.opposite(side).iter_levels():
             if limit and (level.price > limit if is_buy else level.price < limit):
                 break
@@ -422,14 +425,15 @@ class Futures:
             take = min(offered, left)
             if take:
                 fills.append((level.price, take))
-            if take == left:  # the order's size is used up at this level
-                return fills, True
-            # Otherwise the level is emptied, and the order goes on to the next.
-            if money:
-                budget -= contract.money(take, level.price)
-            else:
-                left -= take
-        return fills, False
+                if money:
+                    budget -= contract.money(take, level.price)
+                else:
+                    left -= take
+            if take < offered or (not money and left == 0):
+                return fills, True  # matching never reaches past a level it does not empty
+            last = level.price
+        # The book ran out (or the limit was reached) with every level met emptied.
+        return fills, bool(money) and last is not None and budget < contract.money(1, last)
 
     @staticmethod
     def hold_for(

@@ -839,6 +839,7 @@ def test_conditional_orders_are_listed_found_and_cancelled(env: Env) -> None:
     }
     gone = ok(get(client, "/order", {"contractName": BTC, "orderId": stop}))
     assert (gone["status"], gone["triggerType"]) == ("CANCELED", 1)
+    assert ok(get(client, "/order", {"contractName": BTC, "clientOrderId": "stop-1"})) == gone
     refused(post(client, "/cancel", {"contractName": BTC, "orderId": stop}), -1145)
     assert [o["orderId"] for o in ok(get(client, "/openOrders"))] == [take]
 

@@ -171,6 +171,22 @@ def test_market_sell_open_by_value_goes_on_past_a_bid_level_it_empties_exactly()
     assert audit.check(r.engine) == []
 
 
+def test_market_sell_open_by_value_passes_a_level_of_its_own_bids() -> None:
+    """A level holding only the seller's own bids is passed (self-trade prevention cancels
+    them), not taken as where the money stops: 49 USDT cannot buy at 50,000.0 but does at
+    49,000.0, behind it."""
+    r = rig(1, 2)
+    r.index(LINEAR, 500_000)
+    own = r.order(2, LINEAR, BUY, OPEN, 1, 500_000)
+    r.order(1, LINEAR, BUY, OPEN, 5, 490_000)
+    state = r.order(2, LINEAR, SELL, OPEN, type=MARKET, money=49 * UNIT)
+    assert (state.status, state.qty, state.filled) == (FILLED, 1, 1)
+    assert state.filled_value == usdt("49")
+    assert r.fx.open_orders(2) == []  # its own bid was cancelled on the way
+    assert r.fx.find_open(2, LINEAR, own.id, None) is None
+    assert audit.check(r.engine) == []
+
+
 def test_linear_average_entry_realized_and_unrealized_pnl() -> None:
     r = rig(1, 3)
     start = 100_000 * UNIT

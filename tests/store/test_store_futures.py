@@ -182,13 +182,23 @@ def test_an_order_is_found_by_client_id(store: Store) -> None:
         changed(KIND_ORDER, order(4, client_id="a", user=2), True),
         changed(KIND_ORDER, order(5, client_id="b'\"%_?"), True),
     )
-    assert store.futures_order_by_client_id(1, BTC, "a") == order(2, client_id="a", status="FILLED")
-    assert store.futures_order_by_client_id(1, ETH, "a") == order(3, client_id="a", contract=ETH)
-    assert store.futures_order_by_client_id(2, BTC, "a") == order(4, client_id="a", user=2)
-    assert store.futures_order_by_client_id(1, BTC, "b'\"%_?") == order(5, client_id="b'\"%_?")
-    assert store.futures_order_by_client_id(1, BTC, "A") is None
-    assert store.futures_order_by_client_id(1, BTC, "") is None
-    assert store.futures_order_by_client_id(3, BTC, "a") is None
+    assert store.futures_by_client_id(1, BTC, "a") == order(2, client_id="a", status="FILLED")
+    assert store.futures_by_client_id(1, ETH, "a") == order(3, client_id="a", contract=ETH)
+    assert store.futures_by_client_id(2, BTC, "a") == order(4, client_id="a", user=2)
+    assert store.futures_by_client_id(1, BTC, "b'\"%_?") == order(5, client_id="b'\"%_?")
+    assert store.futures_by_client_id(1, BTC, "A") is None
+    assert store.futures_by_client_id(1, BTC, "") is None
+    assert store.futures_by_client_id(3, BTC, "a") is None
+
+
+def test_a_conditional_order_is_found_by_client_id_until_a_later_order_takes_it(
+    store: Store,
+) -> None:
+    commit(store, changed(KIND_TRIGGER, trigger(6, status="CANCELED"), False))
+    assert store.futures_by_client_id(1, BTC, "trig") == trigger(6, status="CANCELED")
+    commit(store, changed(KIND_ORDER, order(7, client_id="trig"), True))
+    assert store.futures_by_client_id(1, BTC, "trig") == order(7, client_id="trig")
+    assert store.futures_by_client_id(1, ETH, "trig") is None
 
 
 @pytest.mark.parametrize("highest", [KIND_ORDER, KIND_TRIGGER])

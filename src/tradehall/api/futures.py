@@ -214,7 +214,7 @@ async def find_order(
             )
     elif client_id:
         found = await call.state.read(
-            store.futures_order_by_client_id, call.user, contract.symbol, client_id
+            store.futures_by_client_id, call.user, contract.symbol, client_id
         )
     if isinstance(found, FuturesOrderState | Trigger):
         return found

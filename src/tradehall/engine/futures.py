@@ -412,16 +412,18 @@ class Futures:
         for level in book.opposite(side).iter_levels():
             if limit and (level.price > limit if is_buy else level.price < limit):
                 break
-            if money:
-                left = budget // contract.money(1, level.price)
-                if left == 0:
-                    return fills, True
             offered = 0
             node = level.head
             while node is not None:
                 if node.account != account:
                     offered += node.qty - node.filled
                 node = node.next
+            if not offered:
+                continue  # only the user's own orders: self-trade prevention cancels them
+            if money:
+                left = budget // contract.money(1, level.price)
+                if left == 0:
+                    return fills, True
             take = min(offered, left)
             if take:
                 fills.append((level.price, take))

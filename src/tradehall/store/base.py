@@ -110,10 +110,11 @@ class Store(Protocol):
         """One document by its key, live or not."""
         ...
 
-    def futures_order_by_client_id(
+    def futures_by_client_id(
         self, user: int, contract: str, client_id: str
-    ) -> FuturesOrderState | None:
-        """The most recent futures order of ``user`` on ``contract`` with ``client_id``."""
+    ) -> FuturesOrderState | Trigger | None:
+        """The most recent futures order or conditional order of ``user`` on ``contract``
+        with ``client_id`` (they share one id space: the highest id is the most recent)."""
         ...
 
     def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:

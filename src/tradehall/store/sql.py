@@ -525,23 +525,23 @@ class SQLStore(Generic[C]):
             )
         return decode_futures(kind, row[0]) if row else None
 
-    def futures_order_by_client_id(
+    def futures_by_client_id(
         self, user: int, contract: str, client_id: str
-    ) -> FuturesOrderState | None:
+    ) -> FuturesOrderState | Trigger | None:
         if not client_id:
             return None
         with self._failing("reading a futures order"):
             row = self._one(
                 self._conn(),
-                "SELECT doc FROM futures_docs WHERE kind = ? AND user_id = ? AND contract = ?"
-                f" AND {self.json_text.format(field='client_id')} = ?"
+                "SELECT kind, doc FROM futures_docs WHERE kind IN (?, ?) AND user_id = ?"
+                f" AND contract = ? AND {self.json_text.format(field='client_id')} = ?"
                 " ORDER BY id DESC LIMIT 1",
-                (KIND_ORDER, user, contract, client_id),
+                (KIND_ORDER, KIND_TRIGGER, user, contract, client_id),
             )
         if not row:
             return None
-        order = decode_futures(KIND_ORDER, row[0])
-        return order if isinstance(order, FuturesOrderState) else None
+        found = decode_futures(row[0], row[1])
+        return found if isinstance(found, FuturesOrderState | Trigger) else None
 
     def find_order(
         self, account: int, symbol: str, order_id: int | None, client_id: str | None

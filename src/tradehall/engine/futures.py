@@ -504,9 +504,9 @@ class Futures:
         if self.settings.get((cmd.user, symbol)) != setting:
             self.settings[(cmd.user, symbol)] = setting  # the mode this order switched to
             self.emit_setting(setting)
-        # A MARKET OPEN whose money could buy more than the book offered ends CANCELED, as any
-        # order whose remainder is dropped.
-        return self.execute(contract, book, order, hold, complete=reached or not cmd.money)
+        # Fills short of the order's size end it CANCELED, a MARKET OPEN's too: its quantity
+        # is what the book offered, not what its money asked for.
+        return self.execute(contract, book, order, hold, complete=reached)
 
     @staticmethod
     def _would_take(book: OrderBook, order: FuturesOrder) -> bool:
@@ -525,9 +525,10 @@ class Futures:
         *,
         complete: bool = True,
     ) -> FuturesOrderState:
-        """Hold, match, then rest or end a validated order. ``complete`` False: the order's
-        quantity is less than it asked for (a MARKET OPEN the book could not fill), so it
-        ends CANCELED even when that quantity fills."""
+        """Hold, match, then rest or end a validated order. ``complete`` False: the planned
+        fills fall short of the order's size (for a MARKET OPEN, whose quantity is what the
+        book offered, not what its money asked for), so an order that does not rest ends
+        CANCELED even when that quantity fills."""
         if hold:
             order.held = hold
             self.ledger.change(order.account, contract.margin_coin, -hold, hold, "hold", order.id)

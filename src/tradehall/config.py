@@ -13,7 +13,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from importlib import resources
 
@@ -25,6 +25,7 @@ from tradehall.engine.markets import (
     MarketsSpec,
     PairSpec,
 )
+from tradehall.sim.settings import SimulationSettings
 from tradehall.store.factory import database_problem
 from tradehall.units import UnitsError, format_units_trimmed, to_units
 
@@ -35,7 +36,7 @@ _MAX_PLACES = 18
 _MAX_FEE_RATE = Decimal("0.1")
 _SYNCHRONOUS_LEVELS = ("full", "normal")
 
-_TOP_KEYS = ("server", "limits", "assets", "pairs", "margin", "contracts")
+_TOP_KEYS = ("server", "limits", "assets", "pairs", "margin", "contracts", "simulation")
 _LIMIT_KEYS = (
     "storage",
     "signed_default",
@@ -138,6 +139,7 @@ class Config:
     source: str
     """The file path the configuration came from, or "<built-in>"."""
     limits: LimitSettings = LimitSettings()
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
 
 
 class ConfigError(Exception):
@@ -191,7 +193,12 @@ def parse_config(text: str, source: str) -> Config:
     margin = _margin(doc, root.get("margin", []), pairs)
     contracts = _contracts(doc, root.get("contracts", []), assets, pairs)
     markets = MarketsSpec(assets=assets, pairs=pairs, margin=margin, contracts=contracts)
-    return Config(server=server, markets=markets, source=source, limits=limits)
+    from tradehall.config_simulation import parse_simulation  # it builds on this module
+
+    simulation = parse_simulation(source, text, root.get("simulation", {}), markets)
+    return Config(
+        server=server, markets=markets, source=source, limits=limits, simulation=simulation
+    )
 
 
 # --- locating lines ---------------------------------------------------------------------------

@@ -19,9 +19,10 @@ from starlette.types import ASGIApp
 
 from tradehall import operations as ops
 from tradehall.api.app import create_app
-from tradehall.config import Config
+from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.sim.faults import FaultInjector
 from tradehall.store.base import collector_paused
 from tradehall.store.factory import open_store
 
@@ -94,6 +95,26 @@ def recover_for_serving(exchange: Exchange) -> None:
         gc.freeze()
 
 
+def app_with_faults(
+    exchange: Exchange, token: str, limits: LimitSettings, simulate: bool
+) -> ASGIApp:
+    """The API, with the simulation settings, wrapped in the fault injector when the
+    configuration enables one (docs/simulation.md)."""
+    settings = exchange.config.simulation
+    app = create_app(
+        exchange,
+        admin_token=token,
+        limits=limits,
+        simulation=settings,
+        run_simulation=simulate,
+    )
+    if not settings.faults.enabled:
+        return app
+    injector = FaultInjector(app, settings.faults)
+    app.state.tradehall.faults = injector
+    return injector
+
+
 def run(
     cfg: Config,
     datadir: DataDir,
@@ -103,9 +124,12 @@ def run(
     demo: bool,
     announce: Callable[[str, dict[str, Any] | None], None],
     rate_limits: bool = True,
+    simulate: bool = False,
 ) -> None:
-    """Serve until signalled. The caller holds the data folder's lock (the store: SQLite in the
-    folder, or PostgreSQL, whose advisory lock the store takes)."""
+    """Serve until signalled; with ``simulate`` the market simulation starts with the server
+    (``tradehall sim start`` can start it later otherwise). The caller holds the data
+    folder's lock (the store: SQLite in the folder, or PostgreSQL, whose advisory lock the
+    store takes)."""
     store = open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
     try:
         store.migrate()
@@ -122,7 +146,7 @@ def run(
         sock = listen(host, port)
         try:
             server = GracefulServer(
-                uvicorn_config(create_app(exchange, admin_token=token, limits=limits))
+                uvicorn_config(app_with_faults(exchange, token, limits, simulate))
             )
             # From the moment we announce, a signal must mean a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -23,6 +23,8 @@ from tradehall.codes import Code
 from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
 from tradehall.scheduler import Scheduler
+from tradehall.sim.runner import Simulation
+from tradehall.sim.settings import SimulationSettings
 from tradehall.store.writer import GroupCommitter
 
 
@@ -104,10 +106,14 @@ def create_app(
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
+    simulation: SimulationSettings | None = None,
+    run_simulation: bool = False,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
-    drive it with ``app.state.scheduler.tick()``."""
+    drive it with ``app.state.scheduler.tick()``. The market simulation (``simulation``
+    settings, by default the configuration's) starts with the app under
+    ``run_simulation``, or later by ``tradehall sim start``."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -120,14 +126,21 @@ def create_app(
     )
 
     scheduler = Scheduler(exchange, committer, clock)
+    state.simulation = Simulation(
+        exchange, committer, clock, simulation or exchange.config.simulation
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
+        if run_simulation and state.simulation is not None:
+            state.simulation.start()
         try:
             yield
         finally:
+            if state.simulation is not None:
+                await state.simulation.stop()
             await scheduler.stop()
             with contextlib.suppress(Exception):
                 await committer.flush()

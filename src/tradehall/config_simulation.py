@@ -47,6 +47,7 @@ _TAKER_KEYS = ("rate", "min_size", "max_size", "limit_share", "limit_slippage_bp
 _FAULT_KEYS = ("enabled", "seed", "rule")
 _RULE_KEYS = (
     "path",
+    "method",
     "latency_share",
     "latency_ms_min",
     "latency_ms_max",
@@ -230,6 +231,9 @@ def _faults(doc: _Document, value: object) -> FaultSettings:
         where = rule.string("path", d.path)
         if where != "*" and not where.startswith("/"):
             raise rule.error("path", f"must be '*' or start with '/', got {where!r}")
+        method = rule.string("method", "*").upper()
+        if method not in ("*", "GET", "POST", "PUT", "DELETE"):
+            raise rule.error("method", f"must be GET, POST, PUT or DELETE, got {method!r}")
         low = rule.integer("latency_ms_min", 0, 600_000, d.latency_ms_min)
         high = rule.integer("latency_ms_max", 0, 600_000, max(low, d.latency_ms_max))
         if high < low:
@@ -243,6 +247,7 @@ def _faults(doc: _Document, value: object) -> FaultSettings:
         rules.append(
             FaultRule(
                 path=where,
+                method="" if method == "*" else method,
                 latency_ms_min=low,
                 latency_ms_max=high,
                 burst_seconds=_number(rule, "burst_seconds", d.burst_seconds, 0.0, 3600.0),

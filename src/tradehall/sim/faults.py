@@ -57,7 +57,7 @@ class FaultInjector:
         self.rng = random.Random(f"{settings.seed}/faults")
         self.clock = clock
         self.counts: dict[str, dict[str, int]] = {
-            rule.path: dict.fromkeys(KINDS, 0) for rule in settings.rules
+            _name(rule): dict.fromkeys(KINDS, 0) for rule in settings.rules
         }
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
         self._burst_until: dict[str, float] = {}
@@ -66,11 +66,13 @@ class FaultInjector:
         # The wrapped application's attributes (``state``, ``router``...) stay reachable.
         return getattr(self.app, name)
 
-    def rule_for(self, path: str) -> FaultRule | None:
+    def rule_for(self, method: str, path: str) -> FaultRule | None:
         if path.startswith(ADMIN_PREFIX):
             return None
         for rule in self.settings.rules:
-            if rule.path == "*" or path.startswith(rule.path):
+            if (rule.path == "*" or path.startswith(rule.path)) and (
+                not rule.method or rule.method == method
+            ):
                 return rule
         return None
 
@@ -81,7 +83,7 @@ class FaultInjector:
         if scope["type"] == "websocket":
             await self.websocket(scope, receive, send)
             return
-        rule = self.rule_for(scope["path"]) if scope["type"] == "http" else None
+        rule = self.rule_for(scope["method"], scope["path"]) if scope["type"] == "http" else None
         if rule is None:
             await self.app(scope, receive, send)
             return
@@ -126,7 +128,7 @@ class FaultInjector:
         await self.app(scope, receive, send)
 
     def _record(self, rule: FaultRule, kind: str, scope: Scope, **extra: Any) -> None:
-        self.counts[rule.path][kind] += 1
+        self.counts[_name(rule)][kind] += 1
         entry = {"kind": kind, "method": scope.get("method"), "path": scope["path"], **extra}
         self.recent.append(entry)
         log.info("fault injected: %s %s %s %s", kind, entry["method"], entry["path"], extra or "")
@@ -139,9 +141,13 @@ class FaultInjector:
         return {
             "enabled": self.enabled,
             "injected": totals,
-            "byRule": [{"path": path, **counts} for path, counts in self.counts.items()],
+            "byRule": [{"rule": name, **counts} for name, counts in self.counts.items()],
             "recent": list(self.recent),
         }
+
+
+def _name(rule: FaultRule) -> str:
+    return f"{rule.method} {rule.path}" if rule.method else rule.path
 
 
 async def _swallow(message: Message) -> None:

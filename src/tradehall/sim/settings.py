@@ -73,9 +73,12 @@ class TakerSettings:
 @dataclass(frozen=True, slots=True)
 class FaultRule:
     """Faults injected into requests whose path starts with ``path`` (``*``: every API
-    request; the admin API is never touched)."""
+    request; the admin API is never touched), of ``method`` when given. The first rule that
+    matches a request applies."""
 
     path: str = "*"
+    method: str = ""
+    """Only requests of this HTTP method (``POST``); empty: every method."""
     latency_share: float = 0.0
     """Share of requests delayed."""
     latency_ms_min: int = 0

@@ -58,10 +58,8 @@ def ladder(
     maker's funds allow) leaves less than ``min_qty``."""
     ratio = max(-1.0, min(1.0, inventory / max_inventory)) if max_inventory > 0 else 0.0
     center = ref - round(skew * ratio * step)
-    best_bid = (center - step // 2) // step * step
-    best_ask = -((-(center + step // 2)) // step) * step
-    if best_ask <= best_bid:
-        best_ask = best_bid + step
+    best_bid = center // step * step  # the grid line at or below the centre: a one-step spread
+    best_ask = best_bid + step
     quotes: list[Quote] = []
     rooms = (
         (BUY, min(buy_room, max_inventory - inventory), best_bid, -step),

@@ -88,6 +88,10 @@ class Simulation:
         self.started_at: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_index = 0
+        self.busy_s = 0.0
+        """Time spent applying the participants' commands (the event loop's, so requests'
+        time): what the simulation costs the server."""
+        self._began = 0.0
 
     # ----------------------------------------------------------------- control
 
@@ -130,6 +134,11 @@ class Simulation:
     def participants(self) -> list[Participant]:
         return [p for m in self.markets for p in (m.maker, m.taker)]
 
+    def busy_share(self) -> float:
+        """The share of wall time since the start spent in the participants' commands."""
+        elapsed = time.monotonic() - self._began if self._began else 0.0
+        return round(self.busy_s / elapsed, 4) if elapsed > 0 else 0.0
+
     def status(self) -> dict[str, Any]:
         s = self.settings
         return {
@@ -138,6 +147,8 @@ class Simulation:
             "tickMs": s.tick_ms,
             "ticks": self.ticks,
             "startedAt": self.started_at,
+            "busySeconds": round(self.busy_s, 3),
+            "busyShare": self.busy_share(),
             "error": self.error or None,
             "markets": [m.view() for m in self.markets],
             "participants": [p.view() for p in self.participants()],
@@ -150,6 +161,8 @@ class Simulation:
             if not self.markets:
                 await self.setup()
             self.started_at = self.clock()
+            self._began = time.monotonic()
+            self.busy_s = 0.0
             log.info("simulation running on %d markets", len(self.markets))
             interval = self.settings.tick_ms / 1000
             while True:
@@ -170,6 +183,7 @@ class Simulation:
         return."""
         if self.exchange.failure is not None:
             raise RuntimeError(f"the exchange is failed: {self.exchange.failure}")
+        began = time.perf_counter()
         now = self.clock()
         dt = self.settings.tick_ms / 1000
         self.ticks += 1
@@ -189,6 +203,7 @@ class Simulation:
             market.taker.act(market.rng, market.ref, now, dt)
         for market in self.markets:
             market.maker.act(market.ref, now)
+        self.busy_s += time.perf_counter() - began
         await self.committer.durable()
 
     # ----------------------------------------------------------------- setup

@@ -92,6 +92,9 @@ def plot(series: dict[str, list[float]], symbol: str, out: Path) -> None:
     top.set_title(f"A simulated day on {symbol} (default [simulation] settings)")
     bottom.plot(series["hour"], series["spread_bps"], color="tab:red", linewidth=0.8)
     bottom.set_ylabel("spread (bps)")
+    finite = [v for v in series["spread_bps"] if v == v]
+    bottom.set_ylim(0, max(finite, default=1.0) * 2)
+    bottom.ticklabel_format(axis="y", useOffset=False)
     bottom.set_xlabel("hour")
     fig.tight_layout()
     fig.savefig(out, dpi=110)

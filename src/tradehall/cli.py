@@ -29,6 +29,7 @@ from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox, SecretKeyError
+from tradehall.sim.settings import with_speed
 from tradehall.store import dump
 from tradehall.store.base import Store, StoreError
 from tradehall.store.factory import ENV_VAR, database_problem, open_store
@@ -259,6 +260,15 @@ def serve(
         bool,
         typer.Option("--sim", help="Start the market simulation (also without --demo)."),
     ] = False,
+    speed: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            max=1_000_000,
+            help="Simulated seconds per second: replays and random walks run this much faster"
+            " [default: from config, 1]",
+        ),
+    ] = None,
     no_rate_limits: Annotated[
         bool,
         typer.Option(
@@ -271,6 +281,8 @@ def serve(
     """Run the exchange (SQLite in the data folder, or PostgreSQL with --database)."""
     try:
         cfg, datadir = _load(config, data_dir, database)
+        if speed is not None:
+            cfg = replace(cfg, simulation=with_speed(cfg.simulation, speed))
         bind_host = host or cfg.server.host
         bind_port = cfg.server.port if port is None else port
         with datadir.lock():

@@ -136,3 +136,12 @@ def test_the_shipped_sample_replays() -> None:
     cfg = parse_config(BASE + extra, "x.toml")
     market = cfg.simulation.overrides["BTCUSDT"]
     assert market.model == "replay" and market.speed == 10 and len(market.points) == 960
+
+
+def test_speed_runs_a_random_walk_faster_as_far_as_it_goes() -> None:
+    slow = GbmPath(PathSettings(volatility=0.0, drift=1.0), 100.0, random.Random(1))
+    fast = GbmPath(PathSettings(volatility=0.0, drift=1.0, speed=10.0), 100.0, random.Random(1))
+    for _ in range(10):
+        slow.step(1.0)
+    fast.step(1.0)
+    assert fast.price == pytest.approx(slow.price)

@@ -119,3 +119,38 @@ def test_no_sim_keeps_the_demo_market_quiet(
     assert Client(server.url).depth("BTCUSDT")["bids"] == []
     status = cli(tmp_path / "data", "sim", "status")
     assert status["running"] is False and status["participants"] == []
+
+
+def test_bad_simulation_configuration_stops_serve_with_one_line(tmp_path: Path) -> None:
+    base = (Path(__file__).resolve().parents[2] / "src/tradehall/default_config.toml").read_text()
+    (tmp_path / "history.csv").write_text("time,open,high,close\n1,2,3,4\n")
+    cases = {
+        "\n[simulation.path]\nvolatility = -1\n": "simulation.path.volatility: must be between",
+        '\n[simulation]\nmarkets = ["NOPE"]\n': "simulation.markets: unknown market 'NOPE'",
+        '\n[[simulation.market]]\nsymbol = "BTCUSDT"\nmodel = "replay"\nreplay = "history.csv"\n': (
+            f"{tmp_path / 'history.csv'}:1: low: missing column"
+        ),
+    }
+    for extra, expected in cases.items():
+        config = tmp_path / "bad.toml"
+        config.write_text(base + extra)
+        done = subprocess.run(
+            tradehall_command(
+                "serve",
+                "--demo",
+                "--port",
+                "0",
+                "--config",
+                str(config),
+                "--data-dir",
+                str(tmp_path / "data"),
+            ),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], done.stderr
+        if "history.csv" not in expected:
+            assert f"{config}:" in lines[0]

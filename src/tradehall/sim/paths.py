@@ -23,7 +23,8 @@ class Path(Protocol):
 
 class GbmPath:
     """Geometric Brownian motion with drift and volatility (annual), plus optional jumps
-    (Poisson arrivals, normally distributed log sizes)."""
+    (Poisson arrivals, normally distributed log sizes), at ``speed`` simulated seconds per
+    second."""
 
     def __init__(self, settings: PathSettings, start: float, rng: random.Random) -> None:
         self.settings = settings
@@ -32,6 +33,7 @@ class GbmPath:
 
     def step(self, dt_s: float) -> float:
         s = self.settings
+        dt_s *= s.speed
         t = dt_s / YEAR_S
         log_move = (s.drift - s.volatility**2 / 2) * t + s.volatility * math.sqrt(
             t

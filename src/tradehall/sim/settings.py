@@ -4,6 +4,7 @@ minimums at the price the simulation starts from, times 1.5 (see ``venue.Venue.u
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -36,7 +37,8 @@ class PathSettings:
     replay: str = ""
     """CSV file (model ``replay``)."""
     speed: float = 1.0
-    """Replay speed: 10 plays ten seconds of history per second."""
+    """Simulated seconds per real second: 10 replays ten seconds of history a second, or
+    moves a random walk as far as it would in ten seconds."""
     points: tuple[ReplayPoint, ...] = ()
     """The replayed history, loaded from ``replay`` when the configuration is read."""
 
@@ -125,3 +127,15 @@ class SimulationSettings:
     demo account's."""
     source: str = ""
     """The configuration file, for messages."""
+
+
+def with_speed(settings: SimulationSettings, speed: float) -> SimulationSettings:
+    """``settings`` with every market's path at ``speed`` (``serve --speed``)."""
+    return dataclasses.replace(
+        settings,
+        path=dataclasses.replace(settings.path, speed=speed),
+        overrides={
+            symbol: dataclasses.replace(path, speed=speed)
+            for symbol, path in settings.overrides.items()
+        },
+    )

@@ -4,7 +4,8 @@ the traded price, and the spread of the book. The figure in docs/simulation.md:
 
     python -m bench.sim_day --out docs/simulation-day.png      # about a minute
 
-``--symbol``, ``--hours``, ``--seed`` and ``--config`` (a TOML file with a [simulation]
+``--symbol`` (``all``: every market simulated, the first one plotted), ``--hours``, ``--seed``
+and ``--config`` (a TOML file with a [simulation]
 section, e.g. a replay) change what is simulated.
 """
 
@@ -17,6 +18,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from tradehall import operations as ops
 from tradehall.config import load_config
 from tradehall.exchange import Exchange
 from tradehall.secretbox import SecretBox
@@ -41,7 +43,8 @@ async def simulate(
     symbol: str, hours: float, seed: int, config: Path | None
 ) -> dict[str, list[float]]:
     cfg = load_config(config)
-    settings = replace(cfg.simulation, seed=seed, markets=(symbol,))
+    markets = (symbol,) if symbol != "all" else ()
+    settings = replace(cfg.simulation, seed=seed, markets=markets)
     work = Path(tempfile.mkdtemp(prefix="tradehall-sim-day-"))
     store = SQLiteStore(work / "t.db", "normal")
     store.migrate()
@@ -52,6 +55,7 @@ async def simulate(
     sim = Simulation(exchange, committer, clock, settings)
     await sim.setup()
     market = sim.markets[0]
+    symbol = market.symbol
     places = pow10(cfg.markets.pairs[symbol].price_precision)
     book = exchange.engine.spot.books[symbol]
     series: dict[str, list[float]] = {"hour": [], "reference": [], "last": [], "spread_bps": []}
@@ -71,8 +75,15 @@ async def simulate(
             series["spread_bps"].append((ask.price - bid.price) / mid * 10_000)
         else:
             series["spread_bps"].append(float("nan"))
+    await committer.flush()
     committer.close()
+    report = ops.audit(exchange)
     store.close()
+    print(
+        f"{hours:g} simulated hours on {', '.join(m.symbol for m in sim.markets)}:"
+        f" {sum(p.counters.orders for p in sim.participants())} orders;"
+        f" audit {'OK' if report['ok'] else 'VIOLATIONS: ' + '; '.join(report['problems'][:3])}"
+    )
     return series
 
 

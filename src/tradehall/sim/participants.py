@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tradehall.codes import Reject
-from tradehall.sim.ladder import BUY, SELL, ladder, reconcile, spacing
+from tradehall.sim.ladder import BUY, SELL, Quote, ladder, reconcile, spacing
 from tradehall.sim.settings import MakerSettings, TakerSettings
 from tradehall.sim.venue import Venue
 
@@ -86,7 +86,7 @@ class Maker(Participant):
     def max_inventory(self) -> int:
         return self.settings.max_inventory * self.venue.unit
 
-    def wanted(self, ref: int) -> list[Any]:
+    def wanted(self, ref: int, buy_room: int, sell_room: int) -> list[Quote]:
         s, v = self.settings, self.venue
         return ladder(
             ref,
@@ -96,22 +96,23 @@ class Maker(Participant):
             v.inventory(self.user, self.base_target),
             self.max_inventory,
             s.skew,
-            buy_room=v.funds_room(self.user, BUY, ref),
-            sell_room=v.funds_room(self.user, SELL, ref),
+            buy_room=buy_room,
+            sell_room=sell_room,
             min_qty=v.unit,
         )
 
     def act(self, ref: int, ts: int) -> None:
         v = self.venue
-        quotes = self.wanted(ref)
-        sides = {q.side for q in quotes}
-        funds_short = [side for side in (BUY, SELL) if v.funds_room(self.user, side, ref) < v.unit]
+        rooms = {side: v.funds_room(self.user, side, ref) for side in (BUY, SELL)}
+        funds_short = [side for side, room in rooms.items() if room < v.unit]
         if funds_short:
             # Cannot hold a two-sided quote: stop quoting altogether, and say why.
             self._set_state(OUT_OF_FUNDS, f"not enough funds to quote {' and '.join(funds_short)}")
             quotes = []
-        elif self.state == OUT_OF_FUNDS and sides:
-            self._set_state(ACTIVE, "")
+        else:
+            if self.state == OUT_OF_FUNDS:
+                self._set_state(ACTIVE, "")
+            quotes = self.wanted(ref, rooms[BUY], rooms[SELL])
         cancel, place = reconcile(v.resting(self.user), quotes)
         try:
             v.cancel(self.user, cancel, ts)

@@ -28,6 +28,7 @@ from tradehall.engine.commands import (
 )
 from tradehall.engine.contracts import ContractSpec
 from tradehall.engine.futures_prices import OPERATOR
+from tradehall.engine.markets import PairSpec
 from tradehall.exchange import Exchange
 from tradehall.sim.participants import Maker, Participant, Taker
 from tradehall.sim.paths import Path, make_path
@@ -316,7 +317,7 @@ class Simulation:
         )
         return units, True
 
-    def _fund_spot(self, user: int, name: str, pair: Any, lots: int, ref: int, ts: int) -> int:
+    def _fund_spot(self, user: int, name: str, pair: PairSpec, lots: int, ref: int, ts: int) -> int:
         """Both assets of ``pair`` for ``lots`` at ``ref``; the base deposited."""
         base, _ = self._deposit(
             user, pair.base, lots * pair.base_per_lot, f"{name}-{pair.base}", ts

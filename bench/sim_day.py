@@ -82,6 +82,7 @@ async def simulate(
     print(
         f"{hours:g} simulated hours on {', '.join(m.symbol for m in sim.markets)}:"
         f" {sum(p.counters.orders for p in sim.participants())} orders;"
+        f" out of funds: {[p.name for p in sim.participants() if p.state != 'active'] or 'none'};"
         f" audit {'OK' if report['ok'] else 'VIOLATIONS: ' + '; '.join(report['problems'][:3])}"
     )
     return series

@@ -283,6 +283,7 @@ def serve(
         cfg, datadir = _load(config, data_dir, database)
         if speed is not None:
             cfg = replace(cfg, simulation=with_speed(cfg.simulation, speed))
+        simulate = (sim or demo or cfg.simulation.enabled) and not no_sim
         bind_host = host or cfg.server.host
         bind_port = cfg.server.port if port is None else port
         with datadir.lock():
@@ -292,9 +293,9 @@ def serve(
                 bind_host,
                 bind_port,
                 demo=demo,
-                announce=lambda url, info: _announce(url, datadir, info, as_json),
+                announce=lambda url, info: _announce(url, datadir, info, as_json, simulate),
                 rate_limits=not no_rate_limits,
-                simulate=(sim or demo or cfg.simulation.enabled) and not no_sim,
+                simulate=simulate,
             )
     except server.ListenError as exc:
         _fail(CliError(str(exc)), as_json)
@@ -310,7 +311,9 @@ def serve(
         _fail(exc, as_json)
 
 
-def _announce(url: str, datadir: DataDir, demo: dict[str, Any] | None, as_json: bool) -> None:
+def _announce(
+    url: str, datadir: DataDir, demo: dict[str, Any] | None, as_json: bool, simulate: bool
+) -> None:
     if as_json:
         typer.echo(json.dumps({"url": url, "dataDir": str(datadir.path), "demo": demo}))
     else:
@@ -319,6 +322,10 @@ def _announce(url: str, datadir: DataDir, demo: dict[str, Any] | None, as_json: 
             typer.echo(f"demo account: user {demo['userId']}")
             typer.echo(f"  API key:    {demo['apiKey']}")
             typer.echo(f"  API secret: {demo['secret']}")
+        if simulate:
+            typer.echo(
+                "market simulation: on (tradehall sim status; serve --no-sim to switch it off)"
+            )
     sys.stdout.flush()
 
 

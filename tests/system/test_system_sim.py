@@ -154,3 +154,23 @@ def test_bad_simulation_configuration_stops_serve_with_one_line(tmp_path: Path) 
         assert len(lines) == 1 and expected in lines[0], done.stderr
         if "history.csv" not in expected:
             assert f"{config}:" in lines[0]
+
+
+def test_sandbox_controls_work_offline_on_the_store(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    user = cli(data, "user", "create", "--name", "bot")["id"]
+    cli(data, "deposit", "--user", str(user), "--asset", "BTC", "--amount", "3")
+    assert cli(data, "funding", "now") == {"settled": []}  # no contract has a mark yet
+    reset = cli(data, "account", "reset", "--user", str(user))
+    assert reset["spot"] == {
+        "BTC": "10.00000000",
+        "ETH": "100.00000000",
+        "USDT": "1000000.00000000",
+    }
+    assert reset["futures"] == {"USDT": "100000.00000000", "BTC": "1.00000000"}
+    balances = {
+        b["asset"]: b["free"] for b in cli(data, "balances", "--user", str(user))["balances"]
+    }
+    assert balances["BTC"] == "10.00000000"
+    assert cli(data, "audit")["ok"] is True
+    assert cli(data, "sim", "status") == {"running": False, "server": False}

@@ -61,7 +61,7 @@ class MakerSettings:
 
 @dataclass(frozen=True, slots=True)
 class TakerSettings:
-    rate: float = 2.0
+    rate: float = 3.0
     """Orders per second per market (Poisson arrivals)."""
     min_size: int = 1
     max_size: int = 6

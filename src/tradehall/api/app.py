@@ -24,6 +24,8 @@ from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
 from tradehall.scheduler import Scheduler
 from tradehall.store.writer import GroupCommitter
+from tradehall.stream.hub import Hub
+from tradehall.stream.routes import routes as stream_routes
 
 
 def wall_clock_ms() -> int:
@@ -120,14 +122,17 @@ def create_app(
     )
 
     scheduler = Scheduler(exchange, committer, clock)
+    hub = Hub(exchange, committer, clock, exchange.config.websocket)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
+        hub.start()
         try:
             yield
         finally:
+            await hub.stop()
             await scheduler.stop()
             with contextlib.suppress(Exception):
                 await committer.flush()
@@ -143,6 +148,8 @@ def create_app(
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
+    app.router.routes.extend(stream_routes(hub, state.replay))
     app.state.tradehall = state
+    app.state.hub = hub
     app.state.scheduler = scheduler
     return app

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from tradehall import __version__
 from tradehall.api import admin, futures, margin, spot, wire
@@ -1160,9 +1160,12 @@ def _operation(
 
 
 def served_operations(routes: Iterable[BaseRoute]) -> list[tuple[str, str]]:
-    """``(METHOD, path)`` of every operation the routes serve (HEAD, implied by GET, aside)."""
+    """``(METHOD, path)`` of every operation the routes serve (HEAD, implied by GET, aside;
+    WebSocket routes, which OpenAPI does not describe, aside: see docs/websocket.md)."""
     out = []
     for route in routes:
+        if isinstance(route, WebSocketRoute):
+            continue
         if not isinstance(route, Route):
             raise TypeError(f"cannot describe route {route!r}")
         for method in sorted(route.methods or ()):

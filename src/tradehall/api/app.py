@@ -15,7 +15,6 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, futures, margin, openapi, spot
-from tradehall.api.errors import error_response
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
@@ -24,6 +23,7 @@ from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
 from tradehall.scheduler import Scheduler
 from tradehall.store.writer import GroupCommitter
+from tradehall.web import pages
 
 
 def wall_clock_ms() -> int:
@@ -32,11 +32,15 @@ def wall_clock_ms() -> int:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    state: AppState = request.app.state.tradehall
+    state.monitor.request()
     if exc.status_code == 405:
-        return error_response(Code.UNSUPPORTED, f"{request.method} is not supported here", 405)
+        msg = f"{request.method} is not supported here"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 405)
     if exc.status_code == 404:
-        return error_response(Code.UNSUPPORTED, f"unknown path {request.url.path}", 404)
-    return error_response(Code.UNKNOWN, str(exc.detail), exc.status_code)
+        msg = f"unknown path {request.url.path}"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 404)
+    return state.failed(request.scope, Code.UNKNOWN, str(exc.detail), exc.status_code)
 
 
 class App(Starlette):
@@ -104,6 +108,7 @@ def create_app(
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
+    admin_remote: bool = False,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
@@ -117,6 +122,7 @@ def create_app(
         admin_token,
         limiter=RateLimiter(settings) if settings.enabled else None,
         replay=make_guard(settings.storage),
+        admin_remote=admin_remote,
     )
 
     scheduler = Scheduler(exchange, committer, clock)
@@ -143,6 +149,9 @@ def create_app(
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
+    # The web pages and their files come last: their routes are not API operations (the
+    # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
+    app.router.routes.extend(pages.routes())
     app.state.tradehall = state
     app.state.scheduler = scheduler
     return app

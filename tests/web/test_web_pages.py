@@ -5,9 +5,10 @@ admin API refused off loopback unless configured."""
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Iterator
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from starlette.testclient import TestClient
@@ -137,3 +138,15 @@ def test_admin_remote_is_read_from_the_server_table(tmp_path: Path) -> None:
     config.write_text(default.replace("admin_remote = false", 'admin_remote = "yes"'))
     with pytest.raises(ConfigError, match="admin_remote"):
         load_config(config)
+
+
+def test_every_shipped_file_is_declared_package_data() -> None:
+    """``pip install`` (a wheel, not this checkout) carries exactly what the globs in
+    pyproject.toml name: each file under static/ must match one."""
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    globs = project["tool"]["setuptools"]["package-data"]["tradehall.web"]
+    root = Path(str(STATIC)).parent
+    files = [p.relative_to(root).as_posix() for p in Path(str(STATIC)).rglob("*") if p.is_file()]
+    assert len(files) >= 10
+    for file in files:
+        assert any(PurePosixPath(file).match(glob) for glob in globs), file

@@ -3,6 +3,7 @@ lifespan that flushes the group committer on shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,7 +34,7 @@ def wall_clock_ms() -> int:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     state: AppState = request.app.state.tradehall
-    state.monitor.request()
+    state.monitor.requests_total += 1
     if exc.status_code == 405:
         msg = f"{request.method} is not supported here"
         return state.failed(request.scope, Code.UNSUPPORTED, msg, 405)
@@ -131,9 +132,13 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
+        sampler = asyncio.create_task(state.monitor.run())
         try:
             yield
         finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
             await scheduler.stop()
             with contextlib.suppress(Exception):
                 await committer.flush()

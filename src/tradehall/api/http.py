@@ -268,7 +268,7 @@ def endpoint(
         client = scope.get("client")
         ip = client[0] if client else "unknown"
         limiter = state.limiter if limited else None
-        state.monitor.request()
+        state.monitor.requests_total += 1
         try:
             if limiter is not None:
                 await limiter.admit_ip(ip)

@@ -1,9 +1,11 @@
 """What the operator view shows of the traffic: requests and error answers per second over the
-last minute, and the most recent error answers. Counting costs one comparison and two
-increments per request; nothing is stored beyond the window."""
+last minute, totals, and the most recent error answers. A request costs one increment (the
+request path stays as fast as it was); the rates come from samples of the totals, taken every
+second by the app (``run``) and at each look (``snapshot``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
@@ -19,32 +21,14 @@ class Monitor:
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], int] = lambda: time.time_ns() // 1_000_000
     requests_total: int = 0
+    """Every request since start; the request path adds to it directly."""
     errors_total: int = 0
-    _second: int = 0
-    _requests: int = 0
-    _errors: int = 0
-    _history: deque[tuple[int, int, int]] = field(
-        default_factory=lambda: deque(maxlen=WINDOW_SECONDS)
-    )
-    """(second, requests, errors) of the last full seconds that saw any request."""
+    _samples: deque[tuple[float, int, int]] = field(default_factory=deque)
+    """(time, requests_total, errors_total), oldest first, none older than the window."""
     recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_ERRORS))
-
-    def _roll(self) -> None:
-        second = int(self.clock())
-        if second != self._second:
-            if self._requests:
-                self._history.append((self._second, self._requests, self._errors))
-            self._second, self._requests, self._errors = second, 0, 0
-
-    def request(self) -> None:
-        self._roll()
-        self._requests += 1
-        self.requests_total += 1
 
     def error(self, method: str, path: str, status: int, code: int, msg: str) -> None:
         """Counts an error answer (of a request already counted) and keeps it as recent."""
-        self._roll()
-        self._errors += 1
         self.errors_total += 1
         self.recent.append(
             {
@@ -57,17 +41,32 @@ class Monitor:
             }
         )
 
+    def sample(self) -> None:
+        now = self.clock()
+        samples = self._samples
+        samples.append((now, self.requests_total, self.errors_total))
+        while now - samples[0][0] > WINDOW_SECONDS:
+            samples.popleft()
+
+    async def run(self, every: float = 1.0) -> None:
+        """Samples the totals every second until cancelled (the app's lifespan runs it)."""
+        while True:
+            self.sample()
+            await asyncio.sleep(every)
+
     def snapshot(self) -> dict[str, Any]:
-        """Totals since start, per-second averages over the last minute (the current, partial
-        second left out) and the recent errors, newest first."""
-        self._roll()
-        since = self._second - WINDOW_SECONDS
-        window = [(r, e) for s, r, e in self._history if s >= since]
+        """Totals since start, per-second rates over the last minute (over the time since the
+        oldest sample within it; 0 before there are two samples) and the recent errors,
+        newest first."""
+        self.sample()
+        now, requests, errors = self._samples[-1]
+        since, requests_then, errors_then = self._samples[0]
+        span = now - since
         return {
-            "requestsTotal": self.requests_total,
-            "errorsTotal": self.errors_total,
-            "requestsPerSecond": round(sum(r for r, _ in window) / WINDOW_SECONDS, 3),
-            "errorsPerSecond": round(sum(e for _, e in window) / WINDOW_SECONDS, 3),
+            "requestsTotal": requests,
+            "errorsTotal": errors,
+            "requestsPerSecond": round((requests - requests_then) / span, 3) if span else 0.0,
+            "errorsPerSecond": round((errors - errors_then) / span, 3) if span else 0.0,
             "windowSeconds": WINDOW_SECONDS,
             "recentErrors": list(reversed(self.recent)),
         }

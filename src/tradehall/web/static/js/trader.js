@@ -12,6 +12,7 @@ const state = {
   tickers: new Map(), // symbol -> {last, rose}
   selected: null,
   interval: '1min',
+  freshChart: true,
   session: null,
   sessionOrders: new Map(), // spot order ids placed or seen this session -> last known order
   stops: { market: [], account: [] },
@@ -47,6 +48,10 @@ function showKlines(bars) {
     color: Number(b.close) >= Number(b.open) ? 'rgba(38,166,154,0.5)' : 'rgba(239,83,80,0.5)',
   })));
   $('#chart').dataset.bars = String(bars.length);
+  if (state.freshChart && bars.length) {
+    chart.timeScale().scrollToRealTime(); // a new market or interval opens on its latest bars
+    state.freshChart = false;
+  }
 }
 
 // ------------------------------------------------------------------ market list
@@ -98,7 +103,7 @@ function renderMarkets() {
 
 // ------------------------------------------------------------------ book, trades, depth
 
-function bookRows(levels, cls) {
+function bookRows(levels) {
   let total = 0;
   const withTotals = levels.slice(0, BOOK_LEVELS).map(([price, qty]) => {
     total += Number(qty);
@@ -108,8 +113,8 @@ function bookRows(levels, cls) {
 }
 
 function renderBook(depth) {
-  const asks = bookRows(depth.asks, 'ask');
-  const bids = bookRows(depth.bids, 'bid');
+  const asks = bookRows(depth.asks);
+  const bids = bookRows(depth.bids);
   const scale = Math.max(asks.total, bids.total) || 1;
   const line = (level, cls) => {
     const tr = row(num(level.price, cls), num(level.qty), num(level.total.toFixed(6).replace(/\.?0+$/, '')));
@@ -152,6 +157,10 @@ function reportMarketError(err) {
 
 function select(m) {
   state.selected = m;
+  state.freshChart = true;
+  candles.applyOptions({
+    priceFormat: { type: 'price', precision: m.pricePrecision, minMove: 10 ** -m.pricePrecision },
+  });
   $('#market-title').textContent = m.kind === 'futures' ? `${m.label} perpetual` : m.label;
   document.body.dataset.kind = m.kind;
   $('#volume-label').textContent = m.kind === 'futures' ? 'Contracts' : 'Quantity';

@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 from support import ADMIN_TOKEN, make_exchange
 from tradehall.api.app import create_app
 from tradehall.config import ConfigError, load_config
+from tradehall.web import vendor
 
 STATIC = resources.files("tradehall.web") / "static"
 PAGES = ("index.html", "admin.html")
@@ -150,3 +151,10 @@ def test_every_shipped_file_is_declared_package_data() -> None:
     assert len(files) >= 10
     for file in files:
         assert any(PurePosixPath(file).match(glob) for glob in globs), file
+
+
+def test_the_vendored_files_are_those_the_pin_names() -> None:
+    vendored = STATIC / "vendor"
+    header = (vendored / vendor.BUILD).read_text()[:200]
+    assert f"TradingView Lightweight Charts™ v{vendor.VERSION}\n" in header
+    assert (vendored / "lightweight-charts.NOTICE").read_text() == vendor.NOTICE

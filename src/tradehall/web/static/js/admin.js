@@ -10,6 +10,10 @@ function kv(node, pairs) {
   node.replaceChildren(...pairs.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
 }
 
+function refreshAll() {
+  for (const watcher of state.stops) watcher.refresh();
+}
+
 function stopAll() {
   for (const stop of state.stops) stop();
   state.stops = [];
@@ -87,6 +91,7 @@ async function revoke(button, apiKey) {
   try {
     await state.admin.request('POST', '/keys/revoke', { apiKey });
     showMessage($('#action-message'), `Key ${apiKey.slice(0, 12)}… revoked`, 'ok');
+    refreshAll();
   } catch (err) {
     showMessage($('#action-message'), `Revoke failed: ${describeError(err)}`, 'error');
     button.disabled = false;
@@ -125,6 +130,7 @@ $('#deposit-form').addEventListener('submit', async (event) => {
     const done = await state.admin.request('POST', '/deposit', body);
     showMessage($('#action-message'), `Deposited ${done.amount} ${done.asset} to user ${done.userId} (tx ${done.txId}); free now ${done.free}`, 'ok');
     selectUser(done.userId);
+    refreshAll();
   } catch (err) {
     showMessage($('#action-message'), `Deposit refused: ${describeError(err)}`, 'error');
   } finally {

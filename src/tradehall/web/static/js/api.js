@@ -208,15 +208,24 @@ export class AdminSession {
 
 // ------------------------------------------------------------------ refreshing
 
-// Calls load() now and then every `every` ms (at least 1000: the page never polls faster
-// than once a second), passing what it returns to onData and failures to onError. Paused
-// while the page is hidden. Returns a function that stops it.
+// Calls load() now and then every `every` ms (at least 1000: polling never runs faster than
+// once a second), passing what it returns to onData and failures to onError. Paused while the
+// page is hidden. Returns a function that stops it; its `refresh()` loads again at once (after
+// a user's action), never two loads at a time.
 export function watch(load, onData, onError, every = 1000) {
   let stopped = false;
   let timer = null;
+  let running = false;
+  let again = false;
   const period = Math.max(every, 1000);
   async function tick() {
+    clearTimeout(timer);
     if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
     if (!document.hidden) {
       try {
         const data = await load();
@@ -225,11 +234,20 @@ export function watch(load, onData, onError, every = 1000) {
         if (!stopped) onError(err);
       }
     }
-    if (!stopped) timer = setTimeout(tick, period);
+    running = false;
+    if (stopped) return;
+    if (again) {
+      again = false;
+      tick();
+    } else {
+      timer = setTimeout(tick, period);
+    }
   }
   tick();
-  return () => {
+  const stop = () => {
     stopped = true;
     clearTimeout(timer);
   };
+  stop.refresh = tick;
+  return stop;
 }

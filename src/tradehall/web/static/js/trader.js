@@ -146,6 +146,11 @@ function renderTrades(list) {
 
 // ------------------------------------------------------------------ selection and polling
 
+// After an order or a cancel: the account and the book show it at once.
+function refreshAccount() {
+  for (const watcher of [...state.stops.account, ...state.stops.market]) watcher.refresh();
+}
+
 function stopAll(which) {
   for (const stop of state.stops[which]) stop();
   state.stops[which] = [];
@@ -200,6 +205,7 @@ function renderOpenOrders(orders) {
         try {
           await state.session.cancel(m, o.orderId);
           showMessage($('#order-message'), `Order ${o.orderId} cancelled`, 'ok');
+          refreshAccount();
         } catch (err) {
           showMessage($('#order-message'), `Cancel failed: ${describeError(err)}`, 'error');
           event.target.disabled = false;
@@ -374,6 +380,7 @@ $('#order-form').addEventListener('submit', async (event) => {
     const placed = await state.session.placeOrder(m, order);
     if (m.kind === 'spot') state.sessionOrders.set(String(placed.orderId), placed);
     showMessage($('#order-message'), `Order ${placed.orderId} placed${placed.status ? ` (${placed.status})` : ''}`, 'ok');
+    refreshAccount();
   } catch (err) {
     showMessage($('#order-message'), `Order refused: ${describeError(err)}`, 'error');
   } finally {

@@ -168,7 +168,7 @@ function select(m) {
   });
   $('#market-title').textContent = m.kind === 'futures' ? `${m.label} perpetual` : m.label;
   document.body.dataset.kind = m.kind;
-  $('#volume-label').textContent = m.kind === 'futures' ? 'Contracts' : 'Quantity';
+  updateOrderForm();
   renderMarkets();
   stopAll('market');
   const fine = () => showMessage($('#page-message'), '');
@@ -388,7 +388,8 @@ $('#order-form').addEventListener('submit', async (event) => {
   }
 });
 
-$('#order-form').addEventListener('change', () => {
+// The price field and the quantity's meaning follow the market, the type, side and action.
+function updateOrderForm() {
   const form = new FormData($('#order-form'));
   const market = form.get('type') === 'MARKET';
   $('.price-field').hidden = market;
@@ -396,7 +397,9 @@ $('#order-form').addEventListener('change', () => {
   $('#volume-label').textContent = market && form.get('side') === 'BUY' && !futures
     ? 'Amount to spend (quote)'
     : market && futures && form.get('open') === 'OPEN' ? 'Value (quote)' : futures ? 'Contracts' : 'Quantity';
-});
+}
+
+$('#order-form').addEventListener('change', updateOrderForm);
 
 $('#leverage-form').addEventListener('submit', async (event) => {
   event.preventDefault();

@@ -222,6 +222,11 @@ def test_a_wrong_secret_is_told_clearly(venue: Venue, page: Watched) -> None:
 
 def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     p = page.page
+    with Client(venue.url) as public:
+        unknown = public.request(
+            "GET", "/spot/open/sapi/v1/ticker", params={"symbol": "NO"}, signed=False
+        )
+    assert unknown.status_code == 400
     p.goto(venue.url + "/admin")
     p.fill("#admin-token", venue.token)
     p.click("#token-form button[type=submit]")
@@ -233,6 +238,8 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     book = p.locator("#markets-activity tbody tr", has_text="BTCUSDT")
     expect(book.locator("td").nth(2)).to_have_text("10")
     expect(p.locator("#rates")).to_contain_text("Requests since start")
+    refused = p.locator("#errors tbody tr", has_text="GET /spot/open/sapi/v1/ticker").first
+    expect(refused).to_contain_text(str(unknown.json()["code"]))
 
     # Deposit, an explicit action through the admin API.
     with venue.admin() as admin:

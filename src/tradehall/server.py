@@ -67,6 +67,10 @@ def url_for(host: str, port: int) -> str:
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
+WS_MAX_MESSAGE = 1 << 20
+"""The largest WebSocket message uvicorn reads (the largest max_message_bytes allowed)."""
+
+
 def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
     """How tradehall runs on uvicorn. ``proxy_headers=False``: uvicorn would otherwise take
     the client's address from ``X-Forwarded-For`` whenever the connection comes from
@@ -81,6 +85,9 @@ def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
         access_log=False,
         timeout_graceful_shutdown=10,
         proxy_headers=False,
+        # A WebSocket message larger than this closes the connection (1009) before it is
+        # buffered whole; smaller ones over [websocket] max_message_bytes get an error frame.
+        ws_max_size=WS_MAX_MESSAGE,
     )
 
 
@@ -96,7 +103,7 @@ def recover_for_serving(exchange: Exchange) -> None:
 
 
 def app_with_faults(
-    exchange: Exchange, token: str, limits: LimitSettings, simulate: bool
+    exchange: Exchange, token: str, limits: LimitSettings, simulate: bool, admin_remote: bool
 ) -> ASGIApp:
     """The API, with the simulation settings, wrapped in the fault injector when the
     configuration enables one (docs/simulation.md)."""
@@ -107,6 +114,7 @@ def app_with_faults(
         limits=limits,
         simulation=settings,
         run_simulation=simulate,
+        admin_remote=admin_remote,
     )
     if not settings.faults.enabled:
         return app
@@ -146,7 +154,9 @@ def run(
         sock = listen(host, port)
         try:
             server = GracefulServer(
-                uvicorn_config(app_with_faults(exchange, token, limits, simulate))
+                uvicorn_config(
+                    app_with_faults(exchange, token, limits, simulate, cfg.server.admin_remote)
+                )
             )
             # From the moment we announce, a signal must mean a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -29,11 +29,15 @@ def test_every_request_refused_but_the_admin_api(tmp_path: Path) -> None:
         answer = http.get("/spot/open/sapi/v1/ping")  # a fast-path endpoint
         assert answer.status_code == 503 and answer.json()["code"] == -1001
         assert answer.headers["x-tradehall-fault"] == "error_before"
-        assert http.get("/nowhere").status_code == 503  # through Starlette's router too
+        assert http.get("/spot/open/sapi/v1/nowhere").status_code == 503  # Starlette's router
+        assert http.get("/nowhere").status_code == 404  # "*" is the API, not every path
         admin = http.get("/admin/v1/sim", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert admin.status_code == 200
         assert admin.json()["faults"]["injected"]["error_before"] == 2
-    assert [entry["path"] for entry in faults.recent] == ["/spot/open/sapi/v1/ping", "/nowhere"]
+    assert [entry["path"] for entry in faults.recent] == [
+        "/spot/open/sapi/v1/ping",
+        "/spot/open/sapi/v1/nowhere",
+    ]
 
 
 def test_off_is_transparent(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ lifespan that flushes the group committer on shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
@@ -15,7 +16,6 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, futures, margin, openapi, spot
-from tradehall.api.errors import error_response
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
@@ -26,6 +26,9 @@ from tradehall.scheduler import Scheduler
 from tradehall.sim.runner import Simulation
 from tradehall.sim.settings import SimulationSettings
 from tradehall.store.writer import GroupCommitter
+from tradehall.stream.hub import Hub
+from tradehall.stream.routes import routes as stream_routes
+from tradehall.web import pages
 
 
 def wall_clock_ms() -> int:
@@ -34,11 +37,15 @@ def wall_clock_ms() -> int:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    state: AppState = request.app.state.tradehall
+    state.monitor.requests_total += 1
     if exc.status_code == 405:
-        return error_response(Code.UNSUPPORTED, f"{request.method} is not supported here", 405)
+        msg = f"{request.method} is not supported here"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 405)
     if exc.status_code == 404:
-        return error_response(Code.UNSUPPORTED, f"unknown path {request.url.path}", 404)
-    return error_response(Code.UNKNOWN, str(exc.detail), exc.status_code)
+        msg = f"unknown path {request.url.path}"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 404)
+    return state.failed(request.scope, Code.UNKNOWN, str(exc.detail), exc.status_code)
 
 
 class App(Starlette):
@@ -108,6 +115,7 @@ def create_app(
     run_scheduler: bool = True,
     simulation: SimulationSettings | None = None,
     run_simulation: bool = False,
+    admin_remote: bool = False,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
@@ -123,17 +131,21 @@ def create_app(
         admin_token,
         limiter=RateLimiter(settings) if settings.enabled else None,
         replay=make_guard(settings.storage),
+        admin_remote=admin_remote,
     )
 
     scheduler = Scheduler(exchange, committer, clock)
     state.simulation = Simulation(
         exchange, committer, clock, simulation or exchange.config.simulation
     )
+    hub = Hub(exchange, committer, clock, exchange.config.websocket)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
+        hub.start()
+        sampler = asyncio.create_task(state.monitor.run())
         if run_simulation and state.simulation is not None:
             state.simulation.start()
         try:
@@ -141,6 +153,10 @@ def create_app(
         finally:
             if state.simulation is not None:
                 await state.simulation.stop()
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+            await hub.stop()
             await scheduler.stop()
             with contextlib.suppress(Exception):
                 await committer.flush()
@@ -156,6 +172,11 @@ def create_app(
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
+    app.router.routes.extend(stream_routes(hub, state.replay))
+    # The web pages and their files come last: their routes are not API operations (the
+    # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
+    app.router.routes.extend(pages.routes())
     app.state.tradehall = state
+    app.state.hub = hub
     app.state.scheduler = scheduler
     return app

@@ -40,7 +40,8 @@ def keep_for(interval: Interval) -> int:
 
 @dataclass(slots=True)
 class Bar:
-    """One OHLCV bar: prices in ticks, volume in lots."""
+    """One OHLCV bar: prices in ticks, volume in lots, amount (the traded value) in units of
+    the market's value asset (a spot pair's quote asset, a contract's margin coin)."""
 
     open_time: int
     open: int
@@ -48,9 +49,12 @@ class Bar:
     low: int
     close: int
     volume: int
+    amount: int = 0
 
     def copy(self) -> Bar:
-        return Bar(self.open_time, self.open, self.high, self.low, self.close, self.volume)
+        return Bar(
+            self.open_time, self.open, self.high, self.low, self.close, self.volume, self.amount
+        )
 
 
 class _Series:
@@ -78,14 +82,15 @@ class Candles:
         self._series: tuple[_Series, ...] = tuple(_Series(iv) for iv in INTERVALS)
         self._by_name: dict[str, _Series] = {s.interval.name: s for s in self._series}
 
-    def on_trade(self, ts_ms: int, price: int, qty: int) -> None:
-        """Add one trade (``price`` in ticks, ``qty`` in lots) to the bar of every interval."""
+    def on_trade(self, ts_ms: int, price: int, qty: int, amount: int = 0) -> None:
+        """Add one trade (``price`` in ticks, ``qty`` in lots, ``amount`` its value) to the bar
+        of every interval."""
         for s in self._series:
             bar = s.current
             if bar is None or ts_ms >= s.end:
                 # A new period (the stream is non-decreasing, so never an older one).
                 open_ms = bar_open(s.interval, ts_ms)
-                bar = Bar(open_ms, price, price, price, price, qty)
+                bar = Bar(open_ms, price, price, price, price, qty, amount)
                 s.bars.append(bar)
                 s.current = bar
                 s.end = next_open(s.interval, open_ms)
@@ -98,6 +103,7 @@ class Candles:
                 bar.low = price
             bar.close = price
             bar.volume += qty
+            bar.amount += amount
             changed = s.changed
             if not changed or changed[-1] is not bar:
                 changed.append(bar)
@@ -188,6 +194,7 @@ class Candles:
             last=last,
             volume=sum(bar.volume for bar in window),
             open=window[-1].open,
+            amount=sum(bar.amount for bar in window),
         )
 
 

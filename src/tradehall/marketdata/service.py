@@ -30,14 +30,22 @@ class MarketData:
         return tuple(self._candles)
 
     def on_trade(
-        self, symbol: str, trade_id: int, ts_ms: int, price: int, qty: int, taker_side: str
+        self,
+        symbol: str,
+        trade_id: int,
+        ts_ms: int,
+        price: int,
+        qty: int,
+        taker_side: str,
+        amount: int = 0,
     ) -> None:
-        """Record one trade (``price`` in ticks, ``qty`` in lots, ``taker_side`` BUY/SELL)."""
+        """Record one trade (``price`` in ticks, ``qty`` in lots, ``taker_side`` BUY/SELL,
+        ``amount`` its value in units of the market's value asset)."""
         candles = self._candles[symbol]
         if taker_side not in _SIDES:
             raise ValueError(f"taker side must be BUY or SELL, not {taker_side!r}")
-        candles.on_trade(ts_ms, price, qty)
-        self._trades[symbol].add(PublicTrade(trade_id, ts_ms, price, qty, taker_side))
+        candles.on_trade(ts_ms, price, qty, amount)
+        self._trades[symbol].add(PublicTrade(trade_id, ts_ms, price, qty, taker_side, amount))
 
     def klines(self, symbol: str, interval: Interval, limit: int, now_ms: int) -> list[Bar]:
         """See :meth:`Candles.query`."""

@@ -2,7 +2,8 @@
 application, so it sees every request the same way whether the app then answers it on its
 exact-path fast path or through Starlette's router.
 
-Per rule (a path prefix, or ``*`` for every API path; the admin API is never touched):
+Per rule (a path prefix, or ``*`` for every API path; the admin API and its page are never
+touched):
 
 - latency: a share of requests waits a uniform delay before it is handled;
 - error before: a share is answered 503 without reaching the exchange (nothing applied);
@@ -34,7 +35,8 @@ from tradehall.sim.settings import FaultRule, FaultSettings
 
 log = logging.getLogger("tradehall.faults")
 
-ADMIN_PREFIX = "/admin/"
+API_PREFIXES = ("/spot/", "/futures/", "/fapi/")
+"""What ``*`` covers: the exchange's API, not the admin API nor the web pages."""
 LATENCY = "latency"
 ERROR_BEFORE = "error_before"
 ERROR_AFTER = "error_after"
@@ -67,12 +69,11 @@ class FaultInjector:
         return getattr(self.app, name)
 
     def rule_for(self, method: str, path: str) -> FaultRule | None:
-        if path.startswith(ADMIN_PREFIX):
+        if path == "/admin" or path.startswith("/admin/"):
             return None
         for rule in self.settings.rules:
-            if (rule.path == "*" or path.startswith(rule.path)) and (
-                not rule.method or rule.method == method
-            ):
+            covered = path.startswith(API_PREFIXES) if rule.path == "*" else path.startswith(rule.path)
+            if covered and (not rule.method or rule.method == method):
                 return rule
         return None
 
@@ -122,9 +123,9 @@ class FaultInjector:
         await self.app(scope, receive, send)
 
     async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The hook for WebSocket faults (dropped connections): WebSocket streams pass
-        through unchanged until the exchange has streams; a drop rule belongs here, wrapping
-        ``send`` to close the connection after a drawn delay."""
+        """The hook for WebSocket faults (dropped connections): streams pass through
+        unchanged for now; a drop rule belongs here, wrapping ``send`` to close the connection
+        after a drawn delay."""
         await self.app(scope, receive, send)
 
     def _record(self, rule: FaultRule, kind: str, scope: Scope, **extra: Any) -> None:

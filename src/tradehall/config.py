@@ -36,7 +36,16 @@ _MAX_PLACES = 18
 _MAX_FEE_RATE = Decimal("0.1")
 _SYNCHRONOUS_LEVELS = ("full", "normal")
 
-_TOP_KEYS = ("server", "limits", "websocket", "assets", "pairs", "margin", "contracts", "simulation")
+_TOP_KEYS = (
+    "server",
+    "limits",
+    "websocket",
+    "assets",
+    "pairs",
+    "margin",
+    "contracts",
+    "simulation",
+)
 _WEBSOCKET_KEYS = (
     "push_interval_ms",
     "heartbeat_s",

@@ -72,7 +72,9 @@ class FaultInjector:
         if path == "/admin" or path.startswith("/admin/"):
             return None
         for rule in self.settings.rules:
-            covered = path.startswith(API_PREFIXES) if rule.path == "*" else path.startswith(rule.path)
+            covered = (
+                path.startswith(API_PREFIXES) if rule.path == "*" else path.startswith(rule.path)
+            )
             if covered and (not rule.method or rule.method == method):
                 return rule
         return None

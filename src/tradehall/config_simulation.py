@@ -55,6 +55,9 @@ _RULE_KEYS = (
     "error_after_share",
     "burst_share",
     "burst_seconds",
+    "drop_share",
+    "drop_after_ms_min",
+    "drop_after_ms_max",
 )
 _FIELD_RE = re.compile(r"(.+?)(?:\[(\d+)\])?\.([A-Za-z0-9_-]+)")
 
@@ -240,8 +243,22 @@ def _faults(doc: _Document, value: object) -> FaultSettings:
             raise rule.error("latency_ms_max", f"must be at least latency_ms_min ({low})")
         shares = {
             key: _number(rule, key, 0.0, 0.0, 1.0)
-            for key in ("latency_share", "error_before_share", "error_after_share", "burst_share")
+            for key in (
+                "latency_share",
+                "error_before_share",
+                "error_after_share",
+                "burst_share",
+                "drop_share",
+            )
         }
+        drop_low = rule.integer("drop_after_ms_min", 0, 86_400_000, d.drop_after_ms_min)
+        drop_high = rule.integer(
+            "drop_after_ms_max", 0, 86_400_000, max(drop_low, d.drop_after_ms_max)
+        )
+        if drop_high < drop_low:
+            raise rule.error(
+                "drop_after_ms_max", f"must be at least drop_after_ms_min ({drop_low})"
+            )
         if shares["error_before_share"] + shares["error_after_share"] > 1:
             raise rule.error("error_after_share", "error shares add up to more than 1")
         rules.append(
@@ -251,6 +268,8 @@ def _faults(doc: _Document, value: object) -> FaultSettings:
                 latency_ms_min=low,
                 latency_ms_max=high,
                 burst_seconds=_number(rule, "burst_seconds", d.burst_seconds, 0.0, 3600.0),
+                drop_after_ms_min=drop_low,
+                drop_after_ms_max=drop_high,
                 **shares,
             )
         )

@@ -51,6 +51,7 @@ def test_off_is_transparent(tmp_path: Path) -> None:
         "error_before": 0,
         "error_after": 0,
         "rate_limited": 0,
+        "dropped": 0,
     }
 
 

@@ -5,14 +5,20 @@ before retrying), 429 bursts with Retry-After, added latency; every fault counte
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from websockets.exceptions import ConnectionClosed
+
 from support import ServerProcess, tradehall_command
 from tradehall.client import ApiError, Client
+from tradehall.client.stream import MarketStream
 
 BASE = (
     Path(__file__).resolve().parents[2] / "src" / "tradehall" / "default_config.toml"
@@ -94,5 +100,50 @@ def test_injected_faults_as_a_client_sees_them(
         "error_before": seen[503],
         "error_after": seen[504],
         "rate_limited": limited,
+        "dropped": 0,
     }
     assert faults["recent"][-1]["path"] == "/spot/open/sapi/v1/time"
+
+
+STREAM_FAULTS = """
+[simulation.faults]
+enabled = true
+
+[[simulation.faults.rule]]
+path = "/kline-api/ws"
+drop_share = 1.0
+drop_after_ms_min = 300
+drop_after_ms_max = 600
+"""
+
+
+def test_a_stream_is_dropped_and_a_bot_reconnects(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    config = tmp_path / "tradehall.toml"
+    config.write_text(BASE + STREAM_FAULTS)
+    data = tmp_path / "data"
+    server = server_factory(data, "--demo", "--no-sim", "--config", str(config))
+
+    async def scenario() -> float:
+        started = time.monotonic()
+        for _ in range(2):  # dropped, then the bot reconnects and is dropped again
+            async with MarketStream(server.url) as stream:
+                await stream.subscribe("market_btcusdt_depth_step0")
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        await asyncio.wait_for(stream.receive(), 5)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        return time.monotonic() - started
+
+    assert asyncio.run(scenario()) < 8
+    # Futures streams match no rule: untouched.
+    done = subprocess.run(
+        tradehall_command("sim", "status", "--data-dir", str(data), "--json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    faults = json.loads(done.stdout)["faults"]
+    assert faults["injected"]["dropped"] == 2
+    assert faults["recent"][-1]["path"] == "/kline-api/ws"

@@ -11,7 +11,9 @@ touched):
   by 504: as the interface's 5xx/504 rules say, the outcome is unknown to the client, which
   must look (query the order) rather than assume it failed;
 - 429 bursts: a share of requests starts a burst during which every request of the rule is
-  answered 429 (-1003, ``Retry-After``).
+  answered 429 (-1003, ``Retry-After``);
+- dropped streams: a share of WebSocket connections is closed by the server (code 1001, as a
+  restarting server does) after a uniform delay.
 
 Every injected fault is logged (``tradehall.faults``) and counted; ``status()`` is what
 ``tradehall sim status`` shows. Each answer carries ``X-Tradehall-Fault`` naming the fault,
@@ -35,13 +37,15 @@ from tradehall.sim.settings import FaultRule, FaultSettings
 
 log = logging.getLogger("tradehall.faults")
 
-API_PREFIXES = ("/spot/", "/futures/", "/fapi/")
-"""What ``*`` covers: the exchange's API, not the admin API nor the web pages."""
+API_PREFIXES = ("/spot/", "/futures/", "/fapi/", "/kline-api/", "/spotws_user/", "/position_order/")
+"""What ``*`` covers: the exchange's API and streams, not the admin API nor the web pages."""
 LATENCY = "latency"
 ERROR_BEFORE = "error_before"
 ERROR_AFTER = "error_after"
 RATE_LIMITED = "rate_limited"
-KINDS = (LATENCY, ERROR_BEFORE, ERROR_AFTER, RATE_LIMITED)
+DROPPED = "dropped"
+KINDS = (LATENCY, ERROR_BEFORE, ERROR_AFTER, RATE_LIMITED, DROPPED)
+DROP_CLOSE_CODE = 1001
 RECENT = 50
 
 
@@ -125,10 +129,52 @@ class FaultInjector:
         await self.app(scope, receive, send)
 
     async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The hook for WebSocket faults (dropped connections): streams pass through
-        unchanged for now; a drop rule belongs here, wrapping ``send`` to close the connection
-        after a drawn delay."""
-        await self.app(scope, receive, send)
+        """A stream of a rule with ``drop_share``: that share of connections is closed by the
+        server (1001) a uniform ``drop_after_ms_min``..``max`` after it opened; the stream
+        handler then sees a disconnect, as when the client goes away."""
+        rule = self.rule_for("GET", scope["path"])
+        if rule is None or not rule.drop_share or self.rng.random() >= rule.drop_share:
+            await self.app(scope, receive, send)
+            return
+        delay = self.rng.uniform(rule.drop_after_ms_min, rule.drop_after_ms_max) / 1000
+        dropped = asyncio.Event()
+        accepted = asyncio.Event()
+
+        async def guarded_send(message: Message) -> None:
+            if dropped.is_set():
+                return  # the connection is gone: what the app still sends is lost
+            if message["type"] == "websocket.accept":
+                accepted.set()
+            await send(message)
+
+        async def guarded_receive() -> Message:
+            incoming = asyncio.ensure_future(receive())
+            drop = asyncio.ensure_future(dropped.wait())
+            done, _ = await asyncio.wait({incoming, drop}, return_when=asyncio.FIRST_COMPLETED)
+            if incoming in done:
+                drop.cancel()
+                return incoming.result()
+            incoming.cancel()
+            return {"type": "websocket.disconnect", "code": DROP_CLOSE_CODE}
+
+        async def drop_later() -> None:
+            await accepted.wait()
+            await asyncio.sleep(delay)
+            self._record(rule, DROPPED, scope, after_ms=round(delay * 1000))
+            dropped.set()
+            await send(
+                {
+                    "type": "websocket.close",
+                    "code": DROP_CLOSE_CODE,
+                    "reason": "fault injected: connection dropped",
+                }
+            )
+
+        dropper = asyncio.create_task(drop_later())
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+        finally:
+            dropper.cancel()
 
     def _record(self, rule: FaultRule, kind: str, scope: Scope, **extra: Any) -> None:
         self.counts[_name(rule)][kind] += 1

@@ -94,6 +94,11 @@ class FaultRule:
     burst_share: float = 0.0
     """Share of requests that start a burst of 429 answers."""
     burst_seconds: float = 2.0
+    drop_share: float = 0.0
+    """Share of WebSocket connections the server drops (closes with 1001)."""
+    drop_after_ms_min: int = 1000
+    drop_after_ms_max: int = 10000
+    """A dropped connection is closed a uniform delay between the two after it opened."""
 
 
 @dataclass(frozen=True, slots=True)

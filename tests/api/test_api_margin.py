@@ -407,7 +407,7 @@ def test_margin_answers_have_the_spot_shapes(
     spot = ok(alice.request("POST", SPOT + "/order", body=body))
     margin = ok(alice.request("POST", MARGIN + "/order", body=body))
     assert kinds(margin) == kinds(spot)
-    assert {**margin, "orderId": spot["orderId"]} == spot
+    assert {**margin, "orderId": spot["orderId"], "orderIdString": spot["orderId"]} == spot
     assert PLAIN.match(margin["orderId"]) and margin["orderId"] != spot["orderId"]
 
     query = {"symbol": "BTCUSDT", "orderId": margin["orderId"], "recvWindow": 10000}
@@ -416,7 +416,7 @@ def test_margin_answers_have_the_spot_shapes(
         alice.request("GET", SPOT + "/order", params={**query, "orderId": spot["orderId"]})
     )
     assert kinds(got_margin) == kinds(got_spot)
-    assert {**got_margin, "orderId": spot["orderId"]} == got_spot
+    assert {**got_margin, "orderId": spot["orderId"], "orderIdString": spot["orderId"]} == got_spot
     by_client_id = {"symbol": "BTCUSDT", "newClientOrderId": "same-id"}
     assert ok(alice.request("GET", MARGIN + "/order", params=by_client_id)) == got_margin
 
@@ -425,7 +425,11 @@ def test_margin_answers_have_the_spot_shapes(
     open_spot = ok(alice.request("GET", SPOT + "/openOrders", params=params))
     assert len(open_margin) == len(open_spot) == 1
     assert kinds(open_margin) == kinds(open_spot)
-    assert {**open_margin[0], "orderId": spot["orderId"]} == open_spot[0]
+    assert {
+        **open_margin[0],
+        "orderId": spot["orderId"],
+        "orderIdString": spot["orderId"],
+    } == open_spot[0]
 
     trades_margin = ok(alice.request("GET", MARGIN + "/myTrades", params=params))
     trades_spot = ok(alice.request("GET", SPOT + "/myTrades", params=params))
@@ -441,7 +445,11 @@ def test_margin_answers_have_the_spot_shapes(
         alice.request("POST", SPOT + "/cancel", body={**cancel, "orderId": spot["orderId"]})
     )
     assert kinds(canceled_margin) == kinds(canceled_spot)
-    assert {**canceled_margin, "orderId": spot["orderId"]} == canceled_spot
+    assert {
+        **canceled_margin,
+        "orderId": spot["orderId"],
+        "orderIdString": spot["orderId"],
+    } == canceled_spot
     assert canceled_margin["status"] == "CANCELED"
     # Cancelling again: -1145 as on spot.
     again = alice.request("POST", MARGIN + "/cancel", body=cancel)

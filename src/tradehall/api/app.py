@@ -134,8 +134,9 @@ def create_app(
             committer.close()
             state.reader.shutdown(wait=True)
 
+    family = spot.routes() + margin.routes() + spot.family_routes()
     app = App(
-        routes=spot.routes() + margin.routes() + futures.routes() + admin.routes(),
+        routes=family + spot.v2_aliases(family) + futures.routes() + admin.routes(),
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )

@@ -170,14 +170,14 @@ async def create_order(call: Call) -> Any:
         place_command(call, contract, conditional=False)
     )
     await call.durable()
-    return wire.FuturesOrderId(str(placed.id))
+    return wire.FuturesOrderId(str(placed.id), str(placed.id))
 
 
 async def condition_order(call: Call) -> Any:
     contract = need_contract(call)
     placed: Trigger = call.exchange.apply(place_command(call, contract, conditional=True))
     await call.durable()
-    return wire.FuturesOrderId(str(placed.id))
+    return wire.FuturesOrderId(str(placed.id), str(placed.id))
 
 
 def order_ref(params: Params) -> tuple[int | None, str | None]:
@@ -267,7 +267,7 @@ async def cancel_order(call: Call) -> Any:
             Code.CANNOT_CANCEL, f"order {ended.id} is {ended.status}; it cannot be canceled"
         ) from None
     await call.durable()
-    return wire.FuturesOrderId(str(cancelled.id))
+    return wire.FuturesOrderId(str(cancelled.id), str(cancelled.id))
 
 
 async def cancel_all(call: Call) -> Any:

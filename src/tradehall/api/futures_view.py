@@ -228,6 +228,7 @@ def orig_qty(order: FuturesOrderState | Trigger) -> wire.Num:
 def order(contract: ContractSpec, o: FuturesOrderState) -> wire.FuturesOrder:
     return wire.FuturesOrder(
         o.id,
+        str(o.id),
         contract.symbol,
         pair_symbol(contract),
         price(contract, o.price),
@@ -256,6 +257,7 @@ def trigger(
         status = submitted.status
     return wire.FuturesOrder(
         t.id,
+        str(t.id),
         contract.symbol,
         pair_symbol(contract),
         price(contract, t.price),
@@ -281,6 +283,7 @@ def historical_order(contract: ContractSpec, o: FuturesOrderState) -> wire.Futur
         local_time(o.time),
         o.position_type,
         o.id,
+        str(o.id),
         avg_price(contract, o.filled, o.filled_value),
         price(contract, o.price),
         integer(o.qty),

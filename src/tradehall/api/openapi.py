@@ -9,6 +9,7 @@ document fails for a route without one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,37 @@ class KlinesQuery(RequestSchema, frozen=True):
     symbol: SymbolParam
     interval: Interval
     limit: Limit300 = 100
+
+
+class TickerV2Query(RequestSchema, frozen=True):
+    """``symbol`` gives one pair's ticker; without it, a list: every pair's, or those named
+    in ``symbols``."""
+
+    symbol: SymbolParam | UnsetType = UNSET
+    symbols: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^[A-Za-z0-9_-]{1,40}(,[A-Za-z0-9_-]{1,40})*$",
+                description="Comma-separated pairs, e.g. `btcusdt,ethusdt` (when no `symbol`).",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+_Millis = Annotated[int, Meta(ge=0, le=_INT64_MAX, description="UNIX time in milliseconds.")]
+
+
+class HistoryQuery(RequestSchema, frozen=True):
+    """The window: the last 7 days without ``startTime`` and ``endTime``; 7 days from the
+    one given; at most 7 days with both."""
+
+    symbol: SymbolParam | UnsetType = UNSET
+    limit: Limit100 = 50
+    start_time: _Millis | UnsetType = UNSET
+    end_time: _Millis | UnsetType = UNSET
+    recv_window: RecvWindowParam = 5000
 
 
 class SignedQuery(RequestSchema, frozen=True):
@@ -733,6 +765,53 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
 }
 
+_S2 = spot.PREFIX_V2
+_S3 = spot.PREFIX_V3
+OPERATIONS.update(
+    {
+        ("GET", f"{_S2}/ticker"): Operation(
+            "tickerV2",
+            "24-hour tickers with the best bid and ask",
+            "Public",
+            "NONE",
+            wire.TickerItem | list[wire.TickerItem],
+            TickerV2Query,
+            description="With `symbol`, one object; otherwise a list (every pair, or those in"
+            " `symbols`). `amount` is the quote volume, each 1-minute bar valued at its close.",
+        ),
+        ("GET", f"{_S3}/historyOrders"): Operation(
+            "historyOrders",
+            "The account's orders, open and ended (newest first)",
+            "Trading",
+            "READ",
+            list[wire.HistoryOrder],
+            HistoryQuery,
+            description="Orders placed within the time window; every pair without `symbol`.",
+        ),
+        ("GET", f"{_S3}/myTrades"): Operation(
+            "myTradesV3",
+            "The account's trades in a time window (newest first)",
+            "Trading",
+            "READ",
+            list[wire.AccountTrade],
+            HistoryQuery,
+            description="Every pair without `symbol`.",
+        ),
+    }
+)
+
+
+def _v2_alias(op: Operation) -> Operation:
+    note = "The same operation as under /sapi/v1 (the family's v2 address)."
+    return dataclasses.replace(
+        op, operation_id=op.operation_id + "V2", description=f"{note} {op.description}".strip()
+    )
+
+
+for (_method, _path), _op in list(OPERATIONS.items()):
+    if _path.startswith(_S + "/"):
+        OPERATIONS.setdefault((_method, _S2 + _path[len(_S) :]), _v2_alias(_op))
+
 _F = futures.PREFIX
 _FR = futures.ROOT
 _FX = futures.EXTENSION
@@ -968,6 +1047,16 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", f"{_A}/futures/index-price"): {"contract": "E-BTC-USD", "price": "30000.5"},
 }
 """A valid request of each operation with parameters (body, or query values)."""
+EXAMPLES.update(
+    {
+        ("GET", f"{_S2}/ticker"): {"symbols": "BTCUSDT,ETHUSDT"},
+        ("GET", f"{_S3}/historyOrders"): {"symbol": "BTCUSDT", "limit": 10},
+        ("GET", f"{_S3}/myTrades"): {"symbol": "BTCUSDT", "limit": 10},
+    }
+)
+for (_method, _path), _example in list(EXAMPLES.items()):
+    if _path.startswith(_S + "/"):
+        EXAMPLES.setdefault((_method, _S2 + _path[len(_S) :]), _example)
 
 EXAMPLES.update(
     {

@@ -19,7 +19,7 @@ from msgspec import Meta
 
 from tradehall.engine.events import Trade
 from tradehall.engine.markets import AssetSpec, PairSpec
-from tradehall.engine.orders import BUY, MARKET, OrderState
+from tradehall.engine.orders import BUY, MARKET, NEW, PARTIALLY_FILLED, OrderState
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.marketdata import Ticker as TickerStats
 from tradehall.units import format_units, format_units_trimmed, pow10
@@ -114,6 +114,18 @@ class Ticker(Wire, frozen=True):
     time: Millis
 
 
+class TickerItem(Ticker, frozen=True):
+    """``GET /sapi/v2/ticker``: the ticker with the pair, its quote volume (``amount``) and
+    the best bid and ask (price and quantity; ``0`` when that side of the book is empty)."""
+
+    symbol: Symbol
+    amount: DecimalText
+    ask_price: DecimalText
+    ask_volume: DecimalText
+    bid_price: DecimalText
+    bid_volume: DecimalText
+
+
 class PublicTradeInfo(Wire, frozen=True):
     """A public trade; ``side`` is the taker's."""
 
@@ -148,6 +160,7 @@ class OrderCreated(Wire, frozen=True):
 
     symbol: Symbol
     order_id: IdText
+    order_id_string: IdText
     client_order_id: str
     transact_time: MillisText
     price: DecimalText
@@ -162,6 +175,7 @@ class OrderDetail(Wire, frozen=True):
     """The answer to ``GET /order``."""
 
     order_id: IdText
+    order_id_string: IdText
     client_order_id: str
     symbol: Symbol
     price: DecimalText
@@ -178,6 +192,7 @@ class OpenOrder(Wire, frozen=True):
     """An element of ``GET /openOrders``."""
 
     order_id: IdText
+    order_id_string: IdText
     symbol: Symbol
     price: DecimalText
     orig_qty: DecimalText
@@ -189,12 +204,32 @@ class OpenOrder(Wire, frozen=True):
     time: MillisText
 
 
+class HistoryOrder(Wire, frozen=True):
+    """An element of ``GET /sapi/v3/historyOrders``; ``isWorking`` is true while the order
+    rests in the book."""
+
+    order_id: IdText
+    order_id_string: IdText
+    client_order_id: str
+    symbol: Symbol
+    price: DecimalText
+    orig_qty: DecimalText
+    executed_qty: DecimalText
+    avg_price: DecimalText
+    status: Status
+    type: OrderType
+    side: Side
+    time: MillisText
+    is_working: bool
+
+
 class OrderCanceled(Wire, frozen=True):
     """The answer to ``POST /cancel``."""
 
     symbol: Symbol
     client_order_id: str
     order_id: IdText
+    order_id_string: IdText
     status: Status
 
 
@@ -443,6 +478,7 @@ def order_created(pair: PairSpec, order: OrderState) -> OrderCreated:
     return OrderCreated(
         pair.symbol,
         str(order.id),
+        str(order.id),
         order.client_id,
         str(order.time),
         price(pair, order.price),
@@ -456,6 +492,7 @@ def order_created(pair: PairSpec, order: OrderState) -> OrderCreated:
 
 def order_detail(pair: PairSpec, order: OrderState) -> OrderDetail:
     return OrderDetail(
+        str(order.id),
         str(order.id),
         order.client_id,
         pair.symbol,
@@ -473,6 +510,7 @@ def order_detail(pair: PairSpec, order: OrderState) -> OrderDetail:
 def open_order(pair: PairSpec, order: OrderState) -> OpenOrder:
     return OpenOrder(
         str(order.id),
+        str(order.id),
         pair.symbol,
         price(pair, order.price),
         orig_qty(pair, order),
@@ -485,8 +523,28 @@ def open_order(pair: PairSpec, order: OrderState) -> OpenOrder:
     )
 
 
+def history_order(pair: PairSpec, order: OrderState) -> HistoryOrder:
+    return HistoryOrder(
+        str(order.id),
+        str(order.id),
+        order.client_id,
+        pair.symbol,
+        price(pair, order.price),
+        orig_qty(pair, order),
+        qty(pair, order.filled),
+        avg_price(pair, order.filled, order.filled_quote),
+        cast(Status, order.status),
+        cast(OrderType, order.type),
+        cast(Side, order.side),
+        str(order.time),
+        order.status in (NEW, PARTIALLY_FILLED),
+    )
+
+
 def order_canceled(pair: PairSpec, order: OrderState) -> OrderCanceled:
-    return OrderCanceled(pair.symbol, order.client_id, str(order.id), cast(Status, order.status))
+    return OrderCanceled(
+        pair.symbol, order.client_id, str(order.id), str(order.id), cast(Status, order.status)
+    )
 
 
 def account_trade(pair: PairSpec, trade: Trade, account: int) -> AccountTrade:
@@ -528,6 +586,38 @@ def ticker(pair: PairSpec, t: TickerStats, now_ms: int) -> Ticker:
         qty(pair, t.volume),
         t.rose,
         now_ms,
+    )
+
+
+def ticker_item(
+    pair: PairSpec,
+    t: TickerStats,
+    quote_volume: int,
+    bid: list[tuple[int, int]],
+    ask: list[tuple[int, int]],
+    now_ms: int,
+) -> TickerItem:
+    """``quote_volume`` in price ticks times lots (rounded down to the quote asset's
+    decimals); ``bid``/``ask`` the best level, if any."""
+    places = pair.price_precision + pair.quantity_precision
+    if pair.quote_decimals >= places:
+        quote_units = quote_volume * pow10(pair.quote_decimals - places)
+    else:
+        quote_units = quote_volume // pow10(places - pair.quote_decimals)
+    (ask_price, ask_lots), (bid_price, bid_lots) = (ask or [(0, 0)])[0], (bid or [(0, 0)])[0]
+    return TickerItem(
+        price(pair, t.high),
+        price(pair, t.low),
+        price(pair, t.last),
+        qty(pair, t.volume),
+        t.rose,
+        now_ms,
+        pair.symbol,
+        format_units(quote_units, pair.quote_decimals),
+        price(pair, ask_price),
+        qty(pair, ask_lots),
+        price(pair, bid_price),
+        qty(pair, bid_lots),
     )
 
 
@@ -700,6 +790,7 @@ class FuturesOrderId(Wire, frozen=True):
     """The answer to ``POST /order``, ``/conditionOrder`` and ``/cancel``."""
 
     order_id: IdText
+    order_id_string: IdText
 
 
 class FuturesOrder(Wire, frozen=True):
@@ -707,6 +798,7 @@ class FuturesOrder(Wire, frozen=True):
     shows as ``NEW`` with its ``triggerType`` and ``triggerPrice``."""
 
     order_id: Id
+    order_id_string: IdText
     contract_name: ContractName
     symbol: Symbol
     price: Number
@@ -733,6 +825,7 @@ class FuturesHistoricalOrder(Wire, frozen=True):
     ctime: LocalTime
     position_type: Annotated[int, Meta(ge=1, le=2)]
     order_id: Id
+    order_id_string: IdText
     avg_price: Number
     price: Number
     volume: Number

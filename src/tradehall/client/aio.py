@@ -30,7 +30,11 @@ class AsyncClient:
         http: httpx2.AsyncClient | None = None,
         timeout: float = 10.0,
         clock: Callable[[], int] | None = None,
+        spot_version: str = "v1",
     ) -> None:
+        r.on_spot_version(SPOT, spot_version)  # refuses an unknown version now
+        self._spot_version = spot_version
+        """``v2`` sends every spot and margin call to the family's /sapi/v2 address."""
         self._builder = r.RequestBuilder(base_url, api_key, secret, clock)
         self._owns_http = http is None
         self._http = http if http is not None else httpx2.AsyncClient(timeout=timeout)
@@ -81,8 +85,9 @@ class AsyncClient:
         return await self._http.request(p.method, p.url, content=p.content, headers=p.headers)
 
     async def _call(self, call: r.Call) -> Any:
+        path = r.on_spot_version(call.path, self._spot_version)
         response = await self.request(
-            call.method, call.path, params=call.params, body=call.body, signed=call.signed
+            call.method, path, params=call.params, body=call.body, signed=call.signed
         )
         return r.decode_response(response)
 
@@ -187,6 +192,37 @@ class AsyncClient:
     ) -> Any:
         """GET /myTrades."""
         return await self._call(r.my_trades(SPOT, symbol, limit, from_id))
+
+    async def tickers(self, symbols: Sequence[str] | None = None) -> Any:
+        """GET /sapi/v2/ticker: every pair's ticker with its best bid and ask (or those of
+        ``symbols``)."""
+        return await self._call(r.tickers(symbols))
+
+    async def ticker_v2(self, symbol: str) -> Any:
+        """GET /sapi/v2/ticker?symbol=: one pair's ticker with its best bid and ask."""
+        return await self._call(r.Call("GET", r.SPOT_V2 + "/ticker", params={"symbol": symbol}))
+
+    async def history_orders(
+        self,
+        symbol: str | None = None,
+        limit: Limit | None = None,
+        *,
+        start_time: int | None = None,
+        end_time: int | None = None,
+    ) -> Any:
+        """GET /sapi/v3/historyOrders: open and ended orders in a time window."""
+        return await self._call(r.v3_history("/historyOrders", symbol, limit, start_time, end_time))
+
+    async def my_trades_v3(
+        self,
+        symbol: str | None = None,
+        limit: Limit | None = None,
+        *,
+        start_time: int | None = None,
+        end_time: int | None = None,
+    ) -> Any:
+        """GET /sapi/v3/myTrades: trades in a time window."""
+        return await self._call(r.v3_history("/myTrades", symbol, limit, start_time, end_time))
 
     async def account(self) -> Any:
         """GET /account."""

@@ -190,6 +190,16 @@ class Candles:
             open=window[-1].open,
         )
 
+    def quote_volume(self, now_ms: int) -> int:
+        """The quote volume of the ticker's window, in price ticks times lots: each 1min bar's
+        volume valued at that bar's close (bars keep no per-trade prices, so this is exact
+        only for a minute that traded at one price)."""
+        since = now_ms - DAY_MS
+        bars = self._series[0].bars
+        return sum(
+            b.volume * b.close for b in _newest_first_until(bars, since) if b.open_time <= now_ms
+        )
+
 
 def _newest_first_until(bars: deque[Bar], since: int) -> Iterator[Bar]:
     """The bars opening after ``since``, newest first (``bars`` is in time order)."""

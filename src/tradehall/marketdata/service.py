@@ -46,6 +46,10 @@ class MarketData:
     def ticker(self, symbol: str, now_ms: int) -> Ticker:
         return self._candles[symbol].ticker(now_ms)
 
+    def quote_volume(self, symbol: str, now_ms: int) -> int:
+        """The 24h quote volume in price ticks times lots (see :meth:`Candles.quote_volume`)."""
+        return self._candles[symbol].quote_volume(now_ms)
+
     def recent_trades(self, symbol: str, limit: int) -> list[PublicTrade]:
         """At most ``limit`` trades, newest first."""
         return self._trades[symbol].latest(limit)

@@ -92,6 +92,18 @@ class Store(Protocol):
         """Trades of ``account`` on ``symbol``, newest first (see the contract's fromId rule)."""
         ...
 
+    def account_orders(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[OrderState]:
+        """Orders of ``account`` placed within [start, end], newest first."""
+        ...
+
+    def account_trades_between(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[Trade]:
+        """Trades of ``account`` within [start, end], newest first."""
+        ...
+
     def futures_history(
         self,
         kind: str,

@@ -588,6 +588,42 @@ class SQLStore(Generic[C]):
                 rows.reverse()
             return [Trade(*r) for r in rows]
 
+    def account_orders(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[OrderState]:
+        """Orders of ``account`` (on ``symbol``, or every pair) placed within
+        ``start <= time <= end``, newest first, at most ``limit``."""
+        with self._failing("reading orders"):
+            where = "account = ?" + (" AND symbol = ?" if symbol is not None else "")
+            args: tuple[Any, ...] = (account,) + ((symbol,) if symbol is not None else ())
+            rows = self._rows(
+                self._conn(),
+                f"SELECT {ORDER_COLUMNS} FROM orders WHERE {where}"
+                " AND time >= ? AND time <= ? ORDER BY id DESC LIMIT ?",
+                (*args, start, end, limit),
+            )
+            return [order_state(row) for row in rows]
+
+    def account_trades_between(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[Trade]:
+        """Trades of ``account`` (on ``symbol``, or every pair) within
+        ``start <= time <= end``, newest first, at most ``limit``."""
+        with self._failing("reading trades"):
+            pair = " AND symbol = ?" if symbol is not None else ""
+            mine = (
+                f"SELECT {TRADE_COLUMNS} FROM trades WHERE {{side}}_account = ?{pair}"
+                " AND time >= ? AND time <= ?"
+            )
+            args: tuple[Any, ...] = (account,) + ((symbol,) if symbol is not None else ())
+            rows = self._rows(
+                self._conn(),
+                f"{mine.format(side='bid')} UNION ALL {mine.format(side='ask')}"
+                " ORDER BY id DESC LIMIT ?",
+                (*args, start, end, *args, start, end, limit),
+            )
+            return [Trade(*r) for r in rows]
+
     def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:
         with self._failing("reading the ledger"):
             rows = self._rows(

@@ -435,6 +435,10 @@ def spot_calls(env: Env, checker: Checker, spot: str = SPOT) -> None:
         assert ok(public.request("GET", spot + "/ticker", params=params, signed=False))
     for path in ("/historyOrders", "/myTrades"):
         assert ok(maker.request("GET", SPOT_V3 + path, params={"limit": 5}))
+    move = {"coinSymbol": "USDT", "amount": "10", "fromAccount": "EXCHANGE", "toAccount": "FUTURE"}
+    assert ok(taker.request("POST", spot + "/asset/transfer", body=move))["data"]["transferId"]
+    query = {"fromAccount": "EXCHANGE", "toAccount": "FUTURE"}
+    assert ok(taker.request("POST", spot + "/asset/transferQuery", body=query))["data"]["list"]
     ok(env.http.get(PATH))
 
     # Errors: each documented status the server can give without rate limits.

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tradehall.api import admin, futures, margin, openapi, spot
+from tradehall.api import admin, asset, futures, margin, openapi, spot
 from tradehall.api.errors import error_response
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
@@ -134,7 +134,7 @@ def create_app(
             committer.close()
             state.reader.shutdown(wait=True)
 
-    family = spot.routes() + margin.routes() + spot.family_routes()
+    family = spot.routes() + margin.routes() + asset.routes() + spot.family_routes()
     app = App(
         routes=family + spot.v2_aliases(family) + futures.routes() + admin.routes(),
         exception_handlers={HTTPException: _http_error},

@@ -74,6 +74,7 @@ Interval = Literal["1min", "5min", "15min", "30min", "60min", "1h", "1day", "1we
 
 
 Limit100 = Annotated[int, Meta(ge=1, le=100, description="1 to 100.")]
+_Millis = Annotated[int, Meta(ge=0, le=_INT64_MAX, description="UNIX time in milliseconds.")]
 Limit300 = Annotated[int, Meta(ge=1, le=300, description="1 to 300.")]
 Limit1000 = Annotated[int, Meta(ge=1, le=1000, description="1 to 1000.")]
 
@@ -126,9 +127,6 @@ class TickerV2Query(RequestSchema, frozen=True):
     ) = UNSET
 
 
-_Millis = Annotated[int, Meta(ge=0, le=_INT64_MAX, description="UNIX time in milliseconds.")]
-
-
 class HistoryQuery(RequestSchema, frozen=True):
     """The window: the last 7 days without ``startTime`` and ``endTime``; 7 days from the
     one given; at most 7 days with both."""
@@ -138,6 +136,37 @@ class HistoryQuery(RequestSchema, frozen=True):
     start_time: _Millis | UnsetType = UNSET
     end_time: _Millis | UnsetType = UNSET
     recv_window: RecvWindowParam = 5000
+
+
+AccountParam = Annotated[
+    Literal["EXCHANGE", "FUTURE"], Meta(description="EXCHANGE: the spot account; FUTURE: futures.")
+]
+_MillisBody = _Millis | Annotated[str, Meta(pattern=r"^[0-9]{1,19}$")]
+
+
+class AssetTransferRequest(RequestSchema, frozen=True):
+    coin_symbol: Annotated[str, Meta(description="A margin coin of the futures contracts.")]
+    amount: Amount
+    from_account: AccountParam
+    to_account: AccountParam
+    recv_window: RecvWindowBody = 5000
+
+
+class TransferQueryRequest(RequestSchema, frozen=True):
+    """By ``transferId``, or by direction (``fromAccount`` and ``toAccount``, then required),
+    optionally ``coinSymbol``, within the 7-day window of ``startTime``/``endTime``."""
+
+    transfer_id: OrderIdBody | UnsetType = UNSET
+    coin_symbol: str | UnsetType = UNSET
+    from_account: AccountParam | UnsetType = UNSET
+    to_account: AccountParam | UnsetType = UNSET
+    start_time: _MillisBody | UnsetType = UNSET
+    end_time: _MillisBody | UnsetType = UNSET
+    page: (
+        Annotated[int, Meta(ge=1, le=1_000_000)] | Annotated[str, Meta(pattern=r"^[0-9]{1,7}$")]
+    ) = 1
+    limit: Limit100 | Annotated[str, Meta(pattern=r"^[0-9]{1,3}$")] = 20
+    recv_window: RecvWindowBody = 5000
 
 
 class SignedQuery(RequestSchema, frozen=True):
@@ -779,6 +808,25 @@ OPERATIONS.update(
             description="With `symbol`, one object; otherwise a list (every pair, or those in"
             " `symbols`). `amount` is the quote volume, each 1-minute bar valued at its close.",
         ),
+        ("POST", f"{_S}/asset/transfer"): Operation(
+            "assetTransfer",
+            "Move funds between the spot and the futures account",
+            "Account",
+            "TRADE",
+            wire.TransferAnswer,
+            body=AssetTransferRequest,
+            description='The family\'s shape: the answer wraps `data` in `code` "0" and'
+            " `msg` SUCCESS.",
+        ),
+        ("POST", f"{_S}/asset/transferQuery"): Operation(
+            "assetTransferQuery",
+            "Transfers between the spot and the futures account (newest first)",
+            "Account",
+            "READ",
+            wire.TransferQueryAnswer,
+            body=TransferQueryRequest,
+            body_required=False,
+        ),
         ("GET", f"{_S3}/historyOrders"): Operation(
             "historyOrders",
             "The account's orders, open and ended (newest first)",
@@ -1051,6 +1099,18 @@ EXAMPLES.update(
     {
         ("GET", f"{_S2}/ticker"): {"symbols": "BTCUSDT,ETHUSDT"},
         ("GET", f"{_S3}/historyOrders"): {"symbol": "BTCUSDT", "limit": 10},
+        ("POST", f"{_S}/asset/transfer"): {
+            "coinSymbol": "USDT",
+            "amount": "100",
+            "fromAccount": "EXCHANGE",
+            "toAccount": "FUTURE",
+        },
+        ("POST", f"{_S}/asset/transferQuery"): {
+            "fromAccount": "EXCHANGE",
+            "toAccount": "FUTURE",
+            "coinSymbol": "USDT",
+            "limit": 10,
+        },
         ("GET", f"{_S3}/myTrades"): {"symbol": "BTCUSDT", "limit": 10},
     }
 )

@@ -310,6 +310,52 @@ class MarginRepaid(MarginAccountView, frozen=True):
     repaid: DecimalText
 
 
+# ------------------------------------------------------------------------- asset transfers
+
+
+AccountName = Literal["EXCHANGE", "FUTURE"]
+
+
+class TransferId(Wire, frozen=True):
+    transfer_id: IdText
+
+
+class TransferRecord(Wire, frozen=True):
+    """A transfer between the spot (``EXCHANGE``) and the futures (``FUTURE``) account."""
+
+    transfer_id: IdText
+    from_account: AccountName
+    to_account: AccountName
+    coin_symbol: str
+    create_time: Millis
+    amount: DecimalText
+    status: Literal["SUCCESS"]
+
+
+class TransferList(Wire, frozen=True):
+    records: list[TransferRecord] = msgspec.field(name="list")
+
+
+class _Envelope(Wire, frozen=True, kw_only=True):
+    """The family's wrapping of its asset answers: ``code`` ``"0"`` and ``msg`` ``SUCCESS``
+    around ``data`` (errors are plain ``{code, msg}`` answers, as everywhere)."""
+
+    code: Literal["0"] = "0"
+    msg: Literal["SUCCESS"] = "SUCCESS"
+
+
+class TransferAnswer(_Envelope, frozen=True, kw_only=True):
+    """The answer to ``POST /asset/transfer``."""
+
+    data: TransferId
+
+
+class TransferQueryAnswer(_Envelope, frozen=True, kw_only=True):
+    """The answer to ``POST /asset/transferQuery``: newest first."""
+
+    data: TransferList
+
+
 # ------------------------------------------------------------------------- admin (extension)
 
 

@@ -242,7 +242,9 @@ def decode_response(response: httpx2.Response) -> Any:
     except ValueError:
         data = _NOT_JSON
     status = response.status_code
-    if status >= 400 or data is _NOT_JSON or (isinstance(data, dict) and "code" in data):
+    # The family's asset answers wrap their data in {"code": "0", "msg": "SUCCESS", ...}.
+    failed = isinstance(data, dict) and "code" in data and data["code"] != "0"
+    if status >= 400 or data is _NOT_JSON or failed:
         raise error_from(status, data, response.text)
     return data
 
@@ -343,6 +345,30 @@ def v3_history(
     """GET /sapi/v3/historyOrders or /sapi/v3/myTrades."""
     params = {"symbol": symbol, "limit": limit, "startTime": start, "endTime": end}
     return signed_get(SPOT_V3, path, params)
+
+
+def asset_transfer(coin: str, amount: Number, from_account: str, to_account: str) -> Call:
+    """POST /asset/transfer: between the spot (EXCHANGE) and the futures (FUTURE) account."""
+    body = {"coinSymbol": coin, "amount": amount, "fromAccount": from_account}
+    return signed_post(SPOT, "/asset/transfer", {**body, "toAccount": to_account})
+
+
+def asset_transfer_query(filters: Mapping[str, Any]) -> Call:
+    """POST /asset/transferQuery; ``filters`` by their Python names, Nones omitted."""
+    names = {
+        "transfer_id": "transferId",
+        "coin": "coinSymbol",
+        "from_account": "fromAccount",
+        "to_account": "toAccount",
+        "start_time": "startTime",
+        "end_time": "endTime",
+        "page": "page",
+        "limit": "limit",
+    }
+    body = compact({names[key]: value for key, value in filters.items()})
+    if "transferId" in body:
+        body["transferId"] = str(body["transferId"])
+    return signed_post(SPOT, "/asset/transferQuery", body)
 
 
 # --- futures ----------------------------------------------------------------------------------

@@ -189,6 +189,35 @@ class Client:
         """GET /myTrades."""
         return self._call(r.my_trades(SPOT, symbol, limit, from_id))
 
+    def asset_transfer(self, coin: str, amount: Number, from_account: str, to_account: str) -> Any:
+        """POST /asset/transfer (``EXCHANGE`` spot, ``FUTURE`` futures); ``data.transferId``."""
+        return self._call(r.asset_transfer(coin, amount, from_account, to_account))
+
+    def asset_transfer_query(
+        self,
+        *,
+        transfer_id: int | str | None = None,
+        coin: str | None = None,
+        from_account: str | None = None,
+        to_account: str | None = None,
+        start_time: int | None = None,
+        end_time: int | None = None,
+        page: int | None = None,
+        limit: Limit | None = None,
+    ) -> Any:
+        """POST /asset/transferQuery: ``data.list``, newest first."""
+        filters = dict(
+            transfer_id=transfer_id,
+            coin=coin,
+            from_account=from_account,
+            to_account=to_account,
+            start_time=start_time,
+            end_time=end_time,
+            page=page,
+            limit=limit,
+        )
+        return self._call(r.asset_transfer_query(filters))
+
     def tickers(self, symbols: Sequence[str] | None = None) -> Any:
         """GET /sapi/v2/ticker: every pair's ticker with its best bid and ask (or those of
         ``symbols``)."""

@@ -274,6 +274,31 @@ def trigger(
     )
 
 
+def trigger_item(contract: ContractSpec, t: Trigger) -> wire.TriggerItem:
+    """A waiting conditional order as ``/trigger_order_list`` lists it."""
+    pp = contract.price_precision
+    return wire.TriggerItem(
+        str(t.id),
+        str(t.id),
+        t.client_id,
+        contract.id,
+        contract.symbol,
+        contract.margin_coin,
+        f"{contract.multiplier.normalize():f}",
+        format_units(t.trigger_price, pp),
+        format_units(t.price, pp),
+        pp,
+        orig_qty(t).text,
+        cast(wire.Action, t.action),
+        cast(wire.Side, t.side),
+        cast(wire.OrderType, t.type),
+        t.position_type,
+        t.time,
+        t.updated,
+        t.trigger_type,
+    )
+
+
 def historical_order(contract: ContractSpec, o: FuturesOrderState) -> wire.FuturesHistoricalOrder:
     type_code = 2 if o.type == MARKET else TIF_CODES.get(o.tif, 1) if o.type == LIMIT else 1
     return wire.FuturesHistoricalOrder(
@@ -349,6 +374,14 @@ def account_trade(contract: ContractSpec, t: Trade, user: int) -> wire.FuturesTr
 
 
 # ------------------------------------------------------------------------- positions
+
+
+def position_item(fx: Futures, p: Position) -> wire.FuturesPositionItem:
+    contract = fx.contracts[p.contract]
+    fields = msgspec.structs.asdict(position(fx, p))
+    return wire.FuturesPositionItem(
+        **fields, contract_name=contract.symbol, contract_symbol=pair_symbol(contract)
+    )
 
 
 def position(fx: Futures, p: Position) -> wire.FuturesPosition:

@@ -517,6 +517,25 @@ class EditMarginModelRequest(RequestSchema, frozen=True):
     recv_window: RecvWindowBody = 5000
 
 
+class EditPositionModelRequest(RequestSchema, frozen=True):
+    """Positions are always two-way: 2 succeeds and changes nothing, 1 (net) gives -1020."""
+
+    contract_name: ContractNameParam
+    position_model: Literal[1, 2] | Literal["1", "2"]
+    recv_window: RecvWindowBody = 5000
+
+
+class TriggerListRequest(RequestSchema, frozen=True):
+    """Without ``contractName``: every contract."""
+
+    contract_name: ContractNameParam | UnsetType = UNSET
+    page: (
+        Annotated[int, Meta(ge=1, le=1_000_000)] | Annotated[str, Meta(pattern=r"^[0-9]{1,7}$")]
+    ) = 1
+    limit: Limit1000 | Annotated[str, Meta(pattern=r"^[0-9]{1,4}$")] = 20
+    recv_window: RecvWindowBody = 5000
+
+
 class EditPositionMarginRequest(RequestSchema, frozen=True):
     """Extension: add (positive ``amount``) or take out (negative) an isolated position's
     margin, in the margin coin."""
@@ -1018,6 +1037,43 @@ OPERATIONS.update(
             body_required=False,
             extension=True,
         ),
+        ("POST", f"{_F}/cancel_trigger_order"): _futures(
+            "futuresCancelTriggerOrder",
+            "Cancel a waiting conditional order",
+            "TRADE",
+            wire.FuturesOrderId,
+            body=FuturesCancelRequest,
+            description="As `/cancel`, for conditional orders only: an id naming an order"
+            " gives -2013.",
+            extension=True,
+        ),
+        ("POST", f"{_F}/trigger_order_list"): _futures(
+            "futuresTriggerOrderList",
+            "Waiting conditional orders (newest first)",
+            "READ",
+            wire.TriggerListAnswer,
+            body=TriggerListRequest,
+            body_required=False,
+            description="The family's envelope; `count` is the number in all pages.",
+            extension=True,
+        ),
+        ("GET", f"{_F}/positions"): _futures(
+            "futuresPositions",
+            "Open positions",
+            "READ",
+            list[wire.FuturesPositionItem],
+            query=FuturesOpenOrdersQuery,
+            description="Without `contractName`: every contract's. Oldest first.",
+            extension=True,
+        ),
+        ("POST", f"{_F}/edit_user_position_model"): _futures(
+            "futuresEditPositionModel",
+            "Set the position mode (two-way only)",
+            "TRADE",
+            wire.NoDataAnswer,
+            body=EditPositionModelRequest,
+            extension=True,
+        ),
         ("POST", f"{_FX}/transfer"): _futures(
             "futuresTransfer",
             "Move funds between the spot and the futures account",
@@ -1147,6 +1203,13 @@ EXAMPLES.update(
         },
         ("POST", f"{_F}/edit_position_margin"): {"positionId": 1, "amount": "-10"},
         ("POST", f"{_F}/cancel_all"): {"contractName": "E-BTC-USDT"},
+        ("POST", f"{_F}/cancel_trigger_order"): {"contractName": "E-BTC-USDT", "orderId": "7"},
+        ("POST", f"{_F}/trigger_order_list"): {"contractName": "E-BTC-USDT", "limit": 10},
+        ("GET", f"{_F}/positions"): {"contractName": "E-BTC-USDT"},
+        ("POST", f"{_F}/edit_user_position_model"): {
+            "contractName": "E-BTC-USDT",
+            "positionModel": 2,
+        },
         ("POST", f"{_FX}/transfer"): {
             "asset": "USDT",
             "amount": "1000",
@@ -1242,7 +1305,8 @@ _TAGS = [
         "description": "Perpetual futures under /futures/open/fapi/v1 (ticker and index also"
         " at /fapi/v1); public market data, signed trading and account. The family's"
         " extensions (edit_lever, edit_user_margin_model, edit_position_margin, cancel_all,"
-        " ticker_all) and tradehall's under /tradehall are marked as extensions.",
+        " ticker_all, cancel_trigger_order, trigger_order_list, positions,"
+        " edit_user_position_model) and tradehall's under /tradehall are marked as extensions.",
     },
     {"name": "Meta", "description": "Extension: this document.", EXTENSION: True},
 ]

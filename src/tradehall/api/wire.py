@@ -344,6 +344,13 @@ class _Envelope(Wire, frozen=True, kw_only=True):
     msg: Literal["SUCCESS"] = "SUCCESS"
 
 
+class NoDataAnswer(_Envelope, frozen=True, kw_only=True):
+    """The family's answer of a setting change: ``{"code": "0", "msg": "SUCCESS", "data":
+    null}``."""
+
+    data: None = None
+
+
 class TransferAnswer(_Envelope, frozen=True, kw_only=True):
     """The answer to ``POST /asset/transfer``."""
 
@@ -971,6 +978,13 @@ class FuturesPosition(Wire, frozen=True):
     max_fee_rate: Number
 
 
+class FuturesPositionItem(FuturesPosition, frozen=True):
+    """An element of ``GET /positions``: the position with its contract named."""
+
+    contract_name: ContractName
+    contract_symbol: Symbol
+
+
 class FuturesPositionGroup(Wire, frozen=True):
     contract_id: Id
     contract_name: ContractName
@@ -1025,3 +1039,39 @@ class FuturesBalance(Wire, frozen=True):
     asset: str
     free: DecimalText
     locked: DecimalText
+
+
+class TriggerItem(Wire, frozen=True):
+    """A waiting conditional order in ``POST /trigger_order_list`` (the family's fields;
+    numbers as decimal text, as the family sends them). ``id`` and ``triggerOrderId`` are
+    both its id; ``ctime``/``mtime`` placement and last change; ``open`` OPEN or CLOSE."""
+
+    id: IdText
+    trigger_order_id: IdText
+    client_order_id: str
+    contract_id: Id
+    contract_name: ContractName
+    margin_coin: str
+    multiplier: DecimalText
+    trigger_price: DecimalText
+    price: DecimalText
+    price_precision: Annotated[int, Meta(ge=0)]
+    volume: DecimalText
+    open: Action
+    side: Side
+    type: OrderType
+    position_type: Annotated[int, Meta(ge=1, le=2)]
+    ctime: Millis
+    mtime: Millis
+    trigger_type: Annotated[int, Meta(ge=1, le=4)]
+
+
+class TriggerList(Wire, frozen=True):
+    trig_order_list: list[TriggerItem]
+    count: Annotated[int, Meta(ge=0, description="Waiting conditional orders in all pages.")]
+
+
+class TriggerListAnswer(_Envelope, frozen=True, kw_only=True):
+    """The answer to ``POST /trigger_order_list``, in the family's envelope."""
+
+    data: TriggerList

@@ -392,6 +392,29 @@ class Client:
         body = r.futures_order_ref(contract, order_id, client_order_id)
         return self._call(r.signed_post(FUTURES, "/cancel", body))
 
+    def futures_cancel_trigger_order(
+        self, contract: str, order_id: OrderId | None = None, *, client_order_id: str | None = None
+    ) -> Any:
+        """POST /futures/open/fapi/v1/cancel_trigger_order: a waiting conditional order."""
+        body = r.futures_order_ref(contract, order_id, client_order_id)
+        return self._call(r.signed_post(FUTURES, "/cancel_trigger_order", body))
+
+    def futures_trigger_order_list(
+        self, contract: str | None = None, page: int | None = None, limit: Limit | None = None
+    ) -> Any:
+        """POST /futures/open/fapi/v1/trigger_order_list: ``data.trigOrderList``, ``count``."""
+        body = r.compact({"contractName": contract, "page": page, "limit": limit})
+        return self._call(r.signed_post(FUTURES, "/trigger_order_list", body))
+
+    def futures_positions(self, contract: str | None = None) -> Any:
+        """GET /futures/open/fapi/v1/positions: open positions (of one contract, or all)."""
+        return self._call(r.signed_get(FUTURES, "/positions", {"contractName": contract}))
+
+    def futures_edit_position_model(self, contract: str, model: int) -> Any:
+        """POST /futures/open/fapi/v1/edit_user_position_model (2 two-way; 1, net, refused)."""
+        body = {"contractName": contract, "positionModel": model}
+        return self._call(r.signed_post(FUTURES, "/edit_user_position_model", body))
+
     def futures_cancel_all(self, contract: str | None = None) -> Any:
         """POST /futures/open/fapi/v1/cancel_all (extension)."""
         body = r.compact({"contractName": contract})

@@ -54,7 +54,15 @@ _MARGIN_KEYS = (
     "liquidation_level",
 )
 _MAX_HOURLY_RATE = Decimal("0.01")
-_SERVER_KEYS = ("host", "port", "data_dir", "database", "sqlite_synchronous", "rate_limits")
+_SERVER_KEYS = (
+    "host",
+    "port",
+    "data_dir",
+    "database",
+    "sqlite_synchronous",
+    "rate_limits",
+    "max_clock_ahead_ms",
+)
 _ASSET_KEYS = ("name", "decimals")
 _PAIR_KEYS = (
     "symbol",
@@ -109,10 +117,15 @@ class ServerConfig:
     sqlite_synchronous: str = "full"
     """SQLite PRAGMA synchronous level: "full" or "normal"."""
     rate_limits: bool = True
+    max_clock_ahead_ms: int = 1000
+    """How far ahead of the server's clock a signed request's X-CH-TS may be (strictly less
+    than this many ms); 1000 is the seed's rule."""
 
 
 Rate = tuple[int, int]
 """(requests, seconds)."""
+MAX_CLOCK_AHEAD_MS = 60_000
+"""The widest ``max_clock_ahead_ms`` (the widest recvWindow too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,6 +474,9 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
         database=database,
         sqlite_synchronous=synchronous,
         rate_limits=table.boolean("rate_limits", defaults.rate_limits),
+        max_clock_ahead_ms=table.integer(
+            "max_clock_ahead_ms", 1, MAX_CLOCK_AHEAD_MS, defaults.max_clock_ahead_ms
+        ),
     )
 
 

@@ -122,7 +122,14 @@ def run(
         sock = listen(host, port)
         try:
             server = GracefulServer(
-                uvicorn_config(create_app(exchange, admin_token=token, limits=limits))
+                uvicorn_config(
+                    create_app(
+                        exchange,
+                        admin_token=token,
+                        limits=limits,
+                        max_clock_ahead_ms=cfg.server.max_clock_ahead_ms,
+                    )
+                )
             )
             # From the moment we announce, a signal must mean a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):

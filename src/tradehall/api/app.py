@@ -15,6 +15,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, asset, futures, margin, openapi, spot
+from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.errors import error_response
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
@@ -104,10 +105,12 @@ def create_app(
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
+    max_clock_ahead_ms: int = MAX_AHEAD_MS,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
-    drive it with ``app.state.scheduler.tick()``."""
+    drive it with ``app.state.scheduler.tick()``. ``max_clock_ahead_ms``: how far ahead of
+    the clock a signed request's timestamp may be (``[server] max_clock_ahead_ms``)."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -117,6 +120,7 @@ def create_app(
         admin_token,
         limiter=RateLimiter(settings) if settings.enabled else None,
         replay=make_guard(settings.storage),
+        max_ahead_ms=max_clock_ahead_ms,
     )
 
     scheduler = Scheduler(exchange, committer, clock)

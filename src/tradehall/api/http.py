@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from tradehall.api import wire
-from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_RECV_WINDOW, authenticate
+from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_AHEAD_MS, MAX_RECV_WINDOW, authenticate
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
@@ -51,6 +51,8 @@ class AppState:
     reader: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tradehall-reader")
     )
+    max_ahead_ms: int = MAX_AHEAD_MS
+    """How far ahead of the clock a signed request's timestamp may be (exclusive)."""
     views: dict[Any, tuple[Any, bytes]] = field(default_factory=dict)
     """Rendered answers kept while what they show is unchanged (``spot.depth``), by key:
     (validity stamp, encoded bytes)."""
@@ -299,6 +301,7 @@ def endpoint(
                     find_key=state.exchange.keys.get,
                     client_ip=client[0] if client else None,
                     trade=trade,
+                    max_ahead_ms=state.max_ahead_ms,
                 )
                 assert ts is not None and signature is not None  # authenticate checked them
                 if limiter is not None:

@@ -1267,7 +1267,8 @@ _SECURITY_SCHEMES = {
         "in": "header",
         "name": "X-CH-TS",
         "description": "UNIX time in milliseconds when the request was signed; accepted when"
-        " `ts < serverTime + 1000` and `serverTime - ts <= recvWindow`.",
+        " `ts < serverTime + 1000` and `serverTime - ts <= recvWindow` (the 1000 ms is the"
+        " server's `[server] max_clock_ahead_ms`, 1000 by default).",
     },
     "Signature": {
         "type": "apiKey",

@@ -351,6 +351,45 @@ def test_over_leverage_is_refused_and_changes_nothing(
     env.audit()
 
 
+def test_a_pair_that_never_traded_values_loans_by_its_best_bid_and_ask(
+    venue: Env, alice: Client, maker: Client
+) -> None:
+    """Before the first trade a loan is valued at the best bid and at the best ask, and must
+    pass at both; with an empty book nothing is lent."""
+    env = venue
+    ok(transfer(alice, "USDT", "1000"))
+    bob = env.trader({"USDT": "1000"})
+    ok(transfer(bob, "USDT", "1000"))
+    # Only an ask: valued at it. A short of 0.08 BTC against 1000 USDT passes up to 50000.
+    maker.create_order("BTCUSDT", "SELL", "LIMIT", "0.5", price="50000.01")
+    refused(margin_order(bob, "SELL", "0.08", "60000"), -2017)
+    maker.create_order("BTCUSDT", "SELL", "LIMIT", "0.5", price="50000")
+    before = view(bob)
+    assert before["lastPrice"] is None
+    short = ok(margin_order(bob, "SELL", "0.08", "60000"))
+    shorted = view(bob)
+    assert assets(shorted)["BTC"] == (ZERO, "0.08000000", "0.08000000", ZERO)
+    assert (shorted["lastPrice"], shorted["riskRatio"]) == (None, None)  # until a trade
+    ok(
+        bob.request(
+            "POST", MARGIN + "/cancel", body={"symbol": "BTCUSDT", "orderId": short["orderId"]}
+        )
+    )
+    # With a bid too, both sides count: a bid above 50000 would not flatter the short, and the
+    # ask still refuses one cent more.
+    maker.create_order("BTCUSDT", "BUY", "LIMIT", "0.5", price="40000")
+    refused(margin_order(bob, "SELL", "0.080001", "60000"), -2017)
+    # A BUY crossing the ask borrows its shortfall (5000 held against a 4000 loan: 1.25)
+    # and makes the pair's first trade.
+    bought = ok(margin_order(alice, "BUY", "0.1", "50000"))
+    assert (bought["status"], bought["executedQty"]) == ("FILLED", "0.100000")
+    v = view(alice)
+    assert v["lastPrice"] == "50000.00"
+    assert assets(v)["USDT"][2] == "4000.00000000"
+    conserved(env)
+    env.audit()
+
+
 def test_refused_fok_margin_order_borrows_nothing(
     venue: Env, alice: Client, maker: Client, taker: Client
 ) -> None:

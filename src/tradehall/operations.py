@@ -66,6 +66,9 @@ def create_key(
 
 
 def revoke_key(ex: Exchange, api_key: str, ts: int) -> dict[str, Any]:
+    """Revoke a key at once; a key already revoked stays as it is (no error)."""
+    if not api_key:
+        raise Reject(Code.BAD_PARAM, "mandatory parameter 'apiKey' was not sent or is empty")
     row = ex.revoke_key(api_key, ts)
     return {"apiKey": row.api_key, "userId": row.user_id, "revoked": True}
 

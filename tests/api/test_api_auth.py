@@ -454,7 +454,16 @@ def test_revoked_key(env: Env) -> None:
     other = Key(env, user_id=key.user_id)  # a second key of the same user stays valid
     client = key.client()
     order = client.create_order("BTCUSDT", "BUY", "LIMIT", "0.01", price="30000")
-    env.admin.revoke_key(key.api_key)
+    revoked = env.admin.revoke_key(key.api_key)
+    assert revoked == {"apiKey": key.api_key, "userId": key.user_id, "revoked": True}
+    assert env.admin.revoke_key(key.api_key) == revoked  # idempotent, not an error
+    for body, code in (({"apiKey": ""}, -1102), ({"apiKey": "0" * 32}, -2015)):
+        answer = env.http.post(
+            "/admin/v1/keys/revoke",
+            json=body,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        assert_error(answer, 400, code)
     before = state_of(other)
     body = body_bytes(ORDER_BODY)
     headers = headers_for(key, env.clock(), "POST", "/sapi/v1/order", body)

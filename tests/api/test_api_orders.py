@@ -795,6 +795,10 @@ def test_huge_json_number_refused(env: Env, alice: Client) -> None:
         response = post_raw(alice, "/order", raw)
         assert response.status_code == 400, response.text
         assert response.json()["code"] in (-1102, -1138, -2017)
+    # A valid JSON integer of 5,000 digits is too large, not "invalid JSON".
+    response = post_raw(alice, "/order", '{"symbol":"BTCUSDT","volume":' + "9" * 5000 + "}")
+    assert (response.status_code, response.json()["code"]) == (400, -1102)
+    assert "too large" in response.json()["msg"]
     assert snapshot(alice) == before
     env.audit()
 

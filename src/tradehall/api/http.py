@@ -184,8 +184,14 @@ def parse_body(body: bytes) -> Params:
         return Params({})
     try:
         data = _decoder.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        # Not JSON, not UTF-8, or nested too deep to be a request.
+    except msgspec.DecodeError as exc:
+        if "out of range" in str(exc):  # valid JSON: an integer of thousands of digits
+            raise ApiError(
+                Code.BAD_PARAM, "a number in the request body is too large to be a value"
+            ) from None
+        raise ApiError(Code.BAD_PARAM, "request body is not valid JSON") from None
+    except (UnicodeDecodeError, RecursionError):
+        # Not UTF-8, or nested too deep to be a request.
         raise ApiError(Code.BAD_PARAM, "request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise ApiError(Code.BAD_PARAM, "request body must be a JSON object")

@@ -457,10 +457,10 @@ def test_revoked_key(env: Env) -> None:
     revoked = env.admin.revoke_key(key.api_key)
     assert revoked == {"apiKey": key.api_key, "userId": key.user_id, "revoked": True}
     assert env.admin.revoke_key(key.api_key) == revoked  # idempotent, not an error
-    for body, code in (({"apiKey": ""}, -1102), ({"apiKey": "0" * 32}, -2015)):
+    for sent, code in (({"apiKey": ""}, -1102), ({"apiKey": "0" * 32}, -2015)):
         answer = env.http.post(
             "/admin/v1/keys/revoke",
-            json=body,
+            json=sent,
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
         )
         assert_error(answer, 400, code)

@@ -48,6 +48,10 @@ FUTURES_EXTENSIONS = {
     "edit_position_margin",
     "cancel_all",
     "ticker_all",
+    "cancel_trigger_order",
+    "trigger_order_list",
+    "positions",
+    "edit_user_position_model",
 }
 
 

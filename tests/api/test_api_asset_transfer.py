@@ -149,6 +149,15 @@ def test_query_lists_the_accounts_transfers_newest_first(env: Env) -> None:
         end_time=T0 + 4500,
     )
     assert [r["transferId"] for r in window] == [ids[3], ids[1]]
+    one = transfers(
+        alice,
+        from_account="EXCHANGE",
+        to_account="FUTURE",
+        start_time=T0 + 1500,
+        end_time=T0 + 4500,
+        limit=1,
+    )
+    assert [r["transferId"] for r in one] == [ids[3]]
     env.clock.advance(8 * DAY)
     assert transfers(alice, from_account="EXCHANGE", to_account="FUTURE") == []
 

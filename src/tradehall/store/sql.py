@@ -555,7 +555,7 @@ class SQLStore(Generic[C]):
                 for row_id, doc in rows:
                     record = _transfer(doc)
                     if record.time < start:
-                        return out[skip:]
+                        return out[skip : skip + limit]
                     if record.time <= end and into_futures in (None, record.into_futures):
                         out.append(record)
                     below = row_id

@@ -110,6 +110,7 @@ def test_v2_ticker_of_every_pair_with_best_bid_and_ask(env: Env) -> None:
     chosen = public.tickers(["ethbtc", "BTCUSDT", "btcusdt"])
     assert [t["symbol"] for t in chosen] == ["ETHBTC", "BTCUSDT"]
     assert refused(env.http.get(V2 + "/ticker", params={"symbols": "BTCUSDT,NOPE"}), -1121)
+    assert "symbols" in refused(env.http.get(V2 + "/ticker", params={"symbols": "BTCUSDT,"}), -1102)
     # v1 keeps the seed's shape and its required symbol.
     assert set(public.ticker("BTCUSDT")) == {"high", "low", "last", "vol", "rose", "time"}
     refused(env.http.get(SPOT + "/ticker"), -1102)

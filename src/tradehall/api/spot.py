@@ -115,6 +115,8 @@ async def ticker_v2(call: Call) -> Any:
         return [_ticker_item(call, pair) for pair in pairs.values()]
     chosen = []
     for name in wanted.split(","):
+        if not name.strip():
+            raise call.params.malformed("symbols", "has an empty name")
         pair = pair_of(call, Params({"symbol": name.strip()}))
         if pair not in chosen:
             chosen.append(pair)
@@ -403,7 +405,7 @@ def v2_aliases(routes: list[Route]) -> list[Route]:
     """Every spot and margin route under /sapi/v1 again under /sapi/v2, with the very same
     endpoint (so the same behaviour and the same rate-limit bucket), except where ``routes``
     already has the v2 path for that method."""
-    taken = {(path, method) for r in routes for method in r.methods or () for path in (r.path,)}
+    taken = {(r.path, method) for r in routes for method in r.methods or ()}
     out = []
     for r in routes:
         if not r.path.startswith(PREFIX + "/"):

@@ -232,6 +232,21 @@ class Backend:
         with psycopg.connect(self.database(data_dir)) as conn:
             return conn.execute(sql).fetchall()
 
+    def execute(self, data_dir: Path, sql: str) -> None:
+        """Run one statement (DDL included) directly on ``data_dir``'s database, committed."""
+        if self.name == "sqlite":
+            db = sqlite3.connect(DataDir(data_dir).db_path)
+            try:
+                db.execute(sql)
+                db.commit()
+            finally:
+                db.close()
+            return
+        import psycopg
+
+        with psycopg.connect(self.database(data_dir)) as conn:
+            conn.execute(sql)
+
     def terminate(self, data_dir: Path) -> int:
         """PostgreSQL: end every server session of ``data_dir``'s store, as a crashed or
         restarted database server would; the number ended."""

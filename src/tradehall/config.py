@@ -35,7 +35,15 @@ _MAX_PLACES = 18
 _MAX_FEE_RATE = Decimal("0.1")
 _SYNCHRONOUS_LEVELS = ("full", "normal")
 
-_TOP_KEYS = ("server", "limits", "assets", "pairs", "margin", "contracts")
+_TOP_KEYS = ("server", "limits", "websocket", "assets", "pairs", "margin", "contracts")
+_WEBSOCKET_KEYS = (
+    "push_interval_ms",
+    "heartbeat_s",
+    "idle_timeout_s",
+    "max_subscriptions",
+    "queue_frames",
+    "max_message_bytes",
+)
 _LIMIT_KEYS = (
     "storage",
     "signed_default",
@@ -62,6 +70,7 @@ _SERVER_KEYS = (
     "sqlite_synchronous",
     "rate_limits",
     "max_clock_ahead_ms",
+    "admin_remote",
 )
 _ASSET_KEYS = ("name", "decimals")
 _PAIR_KEYS = (
@@ -120,6 +129,9 @@ class ServerConfig:
     max_clock_ahead_ms: int = 1000
     """How far ahead of the server's clock a signed request's X-CH-TS may be (strictly less
     than this many ms); 1000 is the seed's rule."""
+    admin_remote: bool = False
+    """The admin API and the operator page (/admin) also answer callers off loopback (the
+    admin token is still required)."""
 
 
 Rate = tuple[int, int]
@@ -145,12 +157,31 @@ class LimitSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class WebSocketSettings:
+    """The WebSocket streams (see docs/websocket.md)."""
+
+    push_interval_ms: int = 100
+    """Market pushes of one channel are coalesced: at most one per this interval."""
+    heartbeat_s: int = 10
+    """The server sends ``{"ping": ms}`` this often."""
+    idle_timeout_s: int = 60
+    """A connection that has sent nothing for this long is closed."""
+    max_subscriptions: int = 100
+    """Channels one connection may follow."""
+    queue_frames: int = 1000
+    """Frames waiting for one slow client; one more and it is dropped (closed)."""
+    max_message_bytes: int = 4096
+    """Larger client messages are refused with an error frame."""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     server: ServerConfig
     markets: MarketsSpec
     source: str
     """The file path the configuration came from, or "<built-in>"."""
     limits: LimitSettings = LimitSettings()
+    websocket: WebSocketSettings = WebSocketSettings()
 
 
 class ConfigError(Exception):
@@ -204,7 +235,8 @@ def parse_config(text: str, source: str) -> Config:
     margin = _margin(doc, root.get("margin", []), pairs)
     contracts = _contracts(doc, root.get("contracts", []), assets, pairs)
     markets = MarketsSpec(assets=assets, pairs=pairs, margin=margin, contracts=contracts)
-    return Config(server=server, markets=markets, source=source, limits=limits)
+    websocket = _websocket(doc, root.get("websocket", {}))
+    return Config(server=server, markets=markets, source=source, limits=limits, websocket=websocket)
 
 
 # --- locating lines ---------------------------------------------------------------------------
@@ -477,6 +509,7 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
         max_clock_ahead_ms=table.integer(
             "max_clock_ahead_ms", 1, MAX_CLOCK_AHEAD_MS, defaults.max_clock_ahead_ms
         ),
+        admin_remote=table.boolean("admin_remote", defaults.admin_remote),
     )
 
 
@@ -508,6 +541,20 @@ def _limits(doc: _Document, value: object, enabled: bool) -> LimitSettings:
         global_per_ip=_rate(table, "global_per_ip", defaults.global_per_ip),
         ban_after=table.integer("ban_after", 1, 1_000_000, defaults.ban_after),
         ban_seconds=table.integer("ban_seconds", 1, 86_400 * 30, defaults.ban_seconds),
+    )
+
+
+def _websocket(doc: _Document, value: object) -> WebSocketSettings:
+    table = _Table(doc, doc.table(value, "websocket"), "websocket")
+    doc.check_keys(table.values, "websocket", _WEBSOCKET_KEYS)
+    d = WebSocketSettings()
+    return WebSocketSettings(
+        push_interval_ms=table.integer("push_interval_ms", 10, 60_000, d.push_interval_ms),
+        heartbeat_s=table.integer("heartbeat_s", 1, 3600, d.heartbeat_s),
+        idle_timeout_s=table.integer("idle_timeout_s", 2, 86_400, d.idle_timeout_s),
+        max_subscriptions=table.integer("max_subscriptions", 1, 10_000, d.max_subscriptions),
+        queue_frames=table.integer("queue_frames", 1, 1_000_000, d.queue_frames),
+        max_message_bytes=table.integer("max_message_bytes", 256, 1 << 20, d.max_message_bytes),
     )
 
 

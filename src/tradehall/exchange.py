@@ -66,6 +66,9 @@ class Exchange:
         self.users: dict[int, UserRow] = {}
         self.keys: dict[str, ApiKey] = {}
         self.pending = Batch()
+        self.keep_changes = False
+        """Keep each batch's order and futures changes in order (``Batch.changes``) for the
+        streams; set while a stream hub listens to commits."""
         self.failure: str | None = None
         """Set when a commit failed: from then on nothing is acknowledged (fail-stop)."""
         self._bars_changed = False
@@ -144,19 +147,27 @@ class Exchange:
             raise
         events = result.events
         if events:
-            self.pending.add_events(events, cmd.ts)
+            pending = self.pending
+            pending.add_events(events, cmd.ts)
             versions = self.book_versions
+            keep = self.keep_changes
             for event in events:
                 if type(event) is OrderChanged:
                     symbol = event.order.symbol
                     versions[symbol] = versions.get(symbol, 0) + 1
+                    if keep:
+                        pending.changes.append(event)
                 elif type(event) is FuturesChanged:
+                    if keep:
+                        pending.changes.append(event)
                     if event.kind == KIND_ORDER:
                         symbol = event.contract
                         versions[symbol] = versions.get(symbol, 0) + 1
                 elif type(event) is TradeExecuted:
                     t = event.trade
-                    self.marketdata.on_trade(t.symbol, t.id, t.time, t.price, t.qty, t.taker_side)
+                    self.marketdata.on_trade(
+                        t.symbol, t.id, t.time, t.price, t.qty, t.taker_side, t.quote
+                    )
                     self._bars_changed = True
         return result.reply
 

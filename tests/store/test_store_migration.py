@@ -28,11 +28,38 @@ NAMED_INDEXES = {
 }
 
 
-def exchange_at(backend: Backend, data_dir: Path, version: int | None) -> Exchange:
-    """A recovered exchange on ``data_dir``'s store, migrated up to ``version`` (None: all)."""
+AMOUNT_COLUMN = "ALTER TABLE klines ADD COLUMN amount BIGINT NOT NULL DEFAULT 0"
+"""Migration 5's column. Today's code writes it, so a store it fills at version 3 has it too
+(``version_3``); ``back_to_version_3`` takes it away before the migrations under test run."""
+
+
+def version_3(backend: Backend, data_dir: Path) -> SQLStore[Any]:
     store = backend.open_store(data_dir)
     assert isinstance(store, SQLStore)
-    assert store.migrate(version) == (version or LATEST_VERSION)
+    assert store.migrate(3) == 3
+    backend.execute(data_dir, AMOUNT_COLUMN)
+    return store
+
+
+def back_to_version_3(
+    backend: Backend, data_dir: Path, rows: dict[str, list[tuple[Any, ...]]]
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Drop migration 5's column; ``rows`` as migrating up will leave them (bars written
+    before migration 5 carry amount 0)."""
+    backend.execute(data_dir, "ALTER TABLE klines DROP COLUMN amount")
+    return {**rows, "klines": [(*row[:-1], 0) for row in rows["klines"]]}
+
+
+def exchange_at(backend: Backend, data_dir: Path, version: int | None) -> Exchange:
+    """A recovered exchange on ``data_dir``'s store, migrated up to ``version`` (None: all;
+    3: with migration 5's column, see ``version_3``)."""
+    if version == 3:
+        store: SQLStore[Any] = version_3(backend, data_dir)
+    else:
+        opened = backend.open_store(data_dir)
+        assert isinstance(opened, SQLStore)
+        store = opened
+        assert store.migrate(version) == (version or LATEST_VERSION)
     exchange = Exchange(load_config(), store, secret_box=TEST_SECRET_BOX, check_invariants=True)
     exchange.recover()
     return exchange
@@ -75,7 +102,9 @@ def test_migration_4_keeps_every_row_and_the_venue_carries_on(
         old.store.close()
     rows = all_rows(backend, data)
     assert all(rows[t] for t in (*REBUILT, "balances", "klines", "users", "transfers"))
+    assert any(row[-1] for row in rows["klines"])  # bars of today's code have their amount
     assert "ledger_account" in indexes(backend, data, "ledger")
+    rows = back_to_version_3(backend, data, rows)
 
     migrated = exchange_at(backend, data, None)
     try:
@@ -123,14 +152,12 @@ def test_migration_4_keeps_64_bit_extremes(backend: Backend, tmp_path: Path) -> 
         LedgerRow(1, "USDT", MAX, MIN, "deposit", MAX, MAX),
         LedgerRow(1, "USDT", MIN, MAX, "deposit", MIN, MIN),
     ]
-    store = backend.open_store(tmp_path / "data")
+    old = version_3(backend, tmp_path / "data")
     try:
-        assert isinstance(store, SQLStore)
-        store.migrate(3)
-        store.commit(batch)
+        old.commit(batch)
     finally:
-        store.close()
-    rows = all_rows(backend, tmp_path / "data")
+        old.close()
+    rows = back_to_version_3(backend, tmp_path / "data", all_rows(backend, tmp_path / "data"))
     store = backend.open_store(tmp_path / "data")
     try:
         assert store.migrate() == LATEST_VERSION

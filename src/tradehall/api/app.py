@@ -3,6 +3,7 @@ lifespan that flushes the group committer on shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
@@ -16,7 +17,6 @@ from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, asset, futures, margin, openapi, spot
 from tradehall.api.auth import MAX_AHEAD_MS
-from tradehall.api.errors import error_response
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
@@ -25,6 +25,9 @@ from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
 from tradehall.scheduler import Scheduler
 from tradehall.store.writer import GroupCommitter
+from tradehall.stream.hub import Hub
+from tradehall.stream.routes import routes as stream_routes
+from tradehall.web import pages
 
 
 def wall_clock_ms() -> int:
@@ -33,11 +36,15 @@ def wall_clock_ms() -> int:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    state: AppState = request.app.state.tradehall
+    state.monitor.requests_total += 1
     if exc.status_code == 405:
-        return error_response(Code.UNSUPPORTED, f"{request.method} is not supported here", 405)
+        msg = f"{request.method} is not supported here"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 405)
     if exc.status_code == 404:
-        return error_response(Code.UNSUPPORTED, f"unknown path {request.url.path}", 404)
-    return error_response(Code.UNKNOWN, str(exc.detail), exc.status_code)
+        msg = f"unknown path {request.url.path}"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 404)
+    return state.failed(request.scope, Code.UNKNOWN, str(exc.detail), exc.status_code)
 
 
 class App(Starlette):
@@ -106,6 +113,7 @@ def create_app(
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
     max_clock_ahead_ms: int = MAX_AHEAD_MS,
+    admin_remote: bool = False,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
@@ -121,17 +129,25 @@ def create_app(
         limiter=RateLimiter(settings) if settings.enabled else None,
         replay=make_guard(settings.storage),
         max_ahead_ms=max_clock_ahead_ms,
+        admin_remote=admin_remote,
     )
 
     scheduler = Scheduler(exchange, committer, clock)
+    hub = Hub(exchange, committer, clock, exchange.config.websocket)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
+        hub.start()
+        sampler = asyncio.create_task(state.monitor.run())
         try:
             yield
         finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+            await hub.stop()
             await scheduler.stop()
             with contextlib.suppress(Exception):
                 await committer.flush()
@@ -148,6 +164,11 @@ def create_app(
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
+    app.router.routes.extend(stream_routes(hub, state.replay))
+    # The web pages and their files come last: their routes are not API operations (the
+    # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
+    app.router.routes.extend(pages.routes())
     app.state.tradehall = state
+    app.state.hub = hub
     app.state.scheduler = scheduler
     return app

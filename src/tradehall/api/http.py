@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope
 from tradehall.api import wire
 from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_AHEAD_MS, MAX_RECV_WINDOW, authenticate
 from tradehall.api.errors import ApiError, error_response
+from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import MemoryReplayGuard, ReplayGuard, check_replay
@@ -56,6 +57,23 @@ class AppState:
     views: dict[Any, tuple[Any, bytes]] = field(default_factory=dict)
     """Rendered answers kept while what they show is unchanged (``spot.depth``), by key:
     (validity stamp, encoded bytes)."""
+    monitor: Monitor = field(default_factory=Monitor)
+    """Request and error rates and the recent errors, for the operator view."""
+    admin_remote: bool = False
+    """The admin API (and the operator page) answer callers off loopback too (config
+    ``[server] admin_remote``); the token is required either way."""
+
+    def failed(
+        self,
+        scope: Scope,
+        code: int,
+        msg: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        """The error answer, counted and kept among the recent errors."""
+        self.monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg)
+        return error_response(code, msg, status, headers)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""
@@ -258,6 +276,7 @@ def endpoint(
         client = scope.get("client")
         ip = client[0] if client else "unknown"
         limiter = state.limiter if limited else None
+        state.monitor.requests_total += 1
         try:
             if limiter is not None:
                 await limiter.admit_ip(ip)
@@ -322,18 +341,19 @@ def endpoint(
             result = await handler(Call(state, params, now, key, scope, receive))
             return result if type(result) is bytes else _encode(result)
         except ApiError as exc:
-            return error_response(exc.code, exc.msg, exc.status, exc.headers)
+            return state.failed(scope, exc.code, exc.msg, exc.status, exc.headers)
         except Reject as exc:
-            return error_response(exc.code, exc.msg, 400)
+            return state.failed(scope, exc.code, exc.msg, 400)
         except StoreError as exc:
-            return error_response(
+            return state.failed(
+                scope,
                 Code.INTERNAL,
                 f"writes are stopped until the server restarts ({exc})",
                 503,
             )
         except Exception:
             log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
-            return error_response(Code.UNKNOWN, "unknown error", 500)
+            return state.failed(scope, Code.UNKNOWN, "unknown error", 500)
 
     async def run(request: Request) -> Response:
         out = await answer(request.app.state.tradehall, request.scope, request.receive)

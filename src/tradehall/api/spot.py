@@ -129,7 +129,6 @@ def _ticker_item(call: Call, pair: PairSpec) -> wire.TickerItem:
     return wire.ticker_item(
         pair,
         marketdata.ticker(pair.symbol, call.now),
-        marketdata.quote_volume(pair.symbol, call.now),
         book.bids.depth(1),
         book.asks.depth(1),
         call.now,

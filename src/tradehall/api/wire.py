@@ -645,18 +645,12 @@ def ticker(pair: PairSpec, t: TickerStats, now_ms: int) -> Ticker:
 def ticker_item(
     pair: PairSpec,
     t: TickerStats,
-    quote_volume: int,
     bid: list[tuple[int, int]],
     ask: list[tuple[int, int]],
     now_ms: int,
 ) -> TickerItem:
-    """``quote_volume`` in price ticks times lots (rounded down to the quote asset's
-    decimals); ``bid``/``ask`` the best level, if any."""
-    places = pair.price_precision + pair.quantity_precision
-    if pair.quote_decimals >= places:
-        quote_units = quote_volume * pow10(pair.quote_decimals - places)
-    else:
-        quote_units = quote_volume // pow10(places - pair.quote_decimals)
+    """``bid``/``ask``: the best level of each side, if any; ``amount`` is the window's traded
+    value in the quote asset (``t.amount``)."""
     (ask_price, ask_lots), (bid_price, bid_lots) = (ask or [(0, 0)])[0], (bid or [(0, 0)])[0]
     return TickerItem(
         price(pair, t.high),
@@ -666,7 +660,7 @@ def ticker_item(
         t.rose,
         now_ms,
         pair.symbol,
-        format_units(quote_units, pair.quote_decimals),
+        format_units(t.amount, pair.quote_decimals),
         price(pair, ask_price),
         qty(pair, ask_lots),
         price(pair, bid_price),

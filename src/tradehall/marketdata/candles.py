@@ -40,7 +40,8 @@ def keep_for(interval: Interval) -> int:
 
 @dataclass(slots=True)
 class Bar:
-    """One OHLCV bar: prices in ticks, volume in lots."""
+    """One OHLCV bar: prices in ticks, volume in lots, amount (the traded value) in units of
+    the market's value asset (a spot pair's quote asset, a contract's margin coin)."""
 
     open_time: int
     open: int
@@ -48,9 +49,12 @@ class Bar:
     low: int
     close: int
     volume: int
+    amount: int = 0
 
     def copy(self) -> Bar:
-        return Bar(self.open_time, self.open, self.high, self.low, self.close, self.volume)
+        return Bar(
+            self.open_time, self.open, self.high, self.low, self.close, self.volume, self.amount
+        )
 
 
 class _Series:
@@ -78,14 +82,15 @@ class Candles:
         self._series: tuple[_Series, ...] = tuple(_Series(iv) for iv in INTERVALS)
         self._by_name: dict[str, _Series] = {s.interval.name: s for s in self._series}
 
-    def on_trade(self, ts_ms: int, price: int, qty: int) -> None:
-        """Add one trade (``price`` in ticks, ``qty`` in lots) to the bar of every interval."""
+    def on_trade(self, ts_ms: int, price: int, qty: int, amount: int = 0) -> None:
+        """Add one trade (``price`` in ticks, ``qty`` in lots, ``amount`` its value) to the bar
+        of every interval."""
         for s in self._series:
             bar = s.current
             if bar is None or ts_ms >= s.end:
                 # A new period (the stream is non-decreasing, so never an older one).
                 open_ms = bar_open(s.interval, ts_ms)
-                bar = Bar(open_ms, price, price, price, price, qty)
+                bar = Bar(open_ms, price, price, price, price, qty, amount)
                 s.bars.append(bar)
                 s.current = bar
                 s.end = next_open(s.interval, open_ms)
@@ -98,6 +103,7 @@ class Candles:
                 bar.low = price
             bar.close = price
             bar.volume += qty
+            bar.amount += amount
             changed = s.changed
             if not changed or changed[-1] is not bar:
                 changed.append(bar)
@@ -188,16 +194,7 @@ class Candles:
             last=last,
             volume=sum(bar.volume for bar in window),
             open=window[-1].open,
-        )
-
-    def quote_volume(self, now_ms: int) -> int:
-        """The quote volume of the ticker's window, in price ticks times lots: each 1min bar's
-        volume valued at that bar's close (bars keep no per-trade prices, so this is exact
-        only for a minute that traded at one price)."""
-        since = now_ms - DAY_MS
-        bars = self._series[0].bars
-        return sum(
-            b.volume * b.close for b in _newest_first_until(bars, since) if b.open_time <= now_ms
+            amount=sum(bar.amount for bar in window),
         )
 
 

@@ -30,14 +30,22 @@ class MarketData:
         return tuple(self._candles)
 
     def on_trade(
-        self, symbol: str, trade_id: int, ts_ms: int, price: int, qty: int, taker_side: str
+        self,
+        symbol: str,
+        trade_id: int,
+        ts_ms: int,
+        price: int,
+        qty: int,
+        taker_side: str,
+        amount: int = 0,
     ) -> None:
-        """Record one trade (``price`` in ticks, ``qty`` in lots, ``taker_side`` BUY/SELL)."""
+        """Record one trade (``price`` in ticks, ``qty`` in lots, ``taker_side`` BUY/SELL,
+        ``amount`` its value in units of the market's value asset)."""
         candles = self._candles[symbol]
         if taker_side not in _SIDES:
             raise ValueError(f"taker side must be BUY or SELL, not {taker_side!r}")
-        candles.on_trade(ts_ms, price, qty)
-        self._trades[symbol].add(PublicTrade(trade_id, ts_ms, price, qty, taker_side))
+        candles.on_trade(ts_ms, price, qty, amount)
+        self._trades[symbol].add(PublicTrade(trade_id, ts_ms, price, qty, taker_side, amount))
 
     def klines(self, symbol: str, interval: Interval, limit: int, now_ms: int) -> list[Bar]:
         """See :meth:`Candles.query`."""
@@ -45,10 +53,6 @@ class MarketData:
 
     def ticker(self, symbol: str, now_ms: int) -> Ticker:
         return self._candles[symbol].ticker(now_ms)
-
-    def quote_volume(self, symbol: str, now_ms: int) -> int:
-        """The 24h quote volume in price ticks times lots (see :meth:`Candles.quote_volume`)."""
-        return self._candles[symbol].quote_volume(now_ms)
 
     def recent_trades(self, symbol: str, limit: int) -> list[PublicTrade]:
         """At most ``limit`` trades, newest first."""

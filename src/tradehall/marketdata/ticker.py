@@ -16,6 +16,8 @@ class Ticker:
     volume: int
     open: int
     """Open of the earliest 1min bar in the window."""
+    amount: int = 0
+    """Traded value in the window (units of the market's value asset, as ``Bar.amount``)."""
 
     @property
     def rose(self) -> str:

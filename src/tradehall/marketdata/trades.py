@@ -23,6 +23,8 @@ class PublicTrade:
     qty: int
     taker_side: str
     """``"BUY"`` or ``"SELL"``."""
+    amount: int = 0
+    """Traded value, in units of the market's value asset (quote asset or margin coin)."""
 
 
 class RecentTrades:

@@ -78,6 +78,9 @@ class Batch:
     """Scalars of the engine's state that no other row carries (the interest clock)."""
     futures: dict[tuple[str, int, str, int], FuturesChanged] = field(default_factory=dict)
     """Futures documents by (kind, user, contract, id): the latest change of each wins."""
+    changes: list[OrderChanged | FuturesChanged] = field(default_factory=list)
+    """Every order and futures change in the order they happened, kept (only while someone
+    listens: ``Exchange.keep_changes``) for the streams after the commit; never stored."""
 
     def __bool__(self) -> bool:
         return bool(

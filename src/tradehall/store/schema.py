@@ -261,6 +261,15 @@ MIGRATIONS: list[tuple[int, str, list[Step]]] = [
             ),
         ],
     ),
+    (
+        5,
+        "the traded value of each bar (klines' amount, for the streams and tickers)",
+        [
+            # Bars written before this version carry 0: their value is not known (the trades
+            # they summed may be gone) and is not made up.
+            "ALTER TABLE klines ADD COLUMN amount BIGINT NOT NULL DEFAULT 0",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -338,7 +347,7 @@ TABLES: dict[str, Table] = {
         Table("transfers", ("id", "tx_id", "account", "asset", "amount", "time"), ("id",)),
         Table(
             "klines",
-            ("symbol", "interval", "open_time", "open", "high", "low", "close", "volume"),
+            ("symbol", "interval", "open_time", "open", "high", "low", "close", "volume", "amount"),
             ("symbol", "interval", "open_time"),
         ),
         Table("margin_accounts", ("id", "user_id", "symbol"), ("id",)),

@@ -95,7 +95,7 @@ UPSERT_ORDER = _upsert(ORDERS, "filled", "filled_quote", "held", "status", "upda
 INSERT_TRADE = _insert(TRADES)
 INSERT_LEDGER = _insert(TABLES["ledger"])
 UPSERT_BALANCE = _upsert(TABLES["balances"], "free", "locked")
-UPSERT_BAR = _upsert(TABLES["klines"], "high", "low", "close", "volume")
+UPSERT_BAR = _upsert(TABLES["klines"], "high", "low", "close", "volume", "amount")
 INSERT_MARGIN_ACCOUNT = _insert(TABLES["margin_accounts"])
 UPSERT_DEBT = _upsert(TABLES["margin_debts"], "principal", "interest")
 UPSERT_STATE = _upsert(TABLES["engine_state"], "value")
@@ -247,7 +247,7 @@ def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[R
         (
             UPSERT_BAR,
             [
-                (s, i, b.open_time, b.open, b.high, b.low, b.close, b.volume)
+                (s, i, b.open_time, b.open, b.high, b.low, b.close, b.volume, b.amount)
                 for (s, i, _), b in batch.bars.items()
             ],
         ),
@@ -454,7 +454,7 @@ class SQLStore(Generic[C]):
                 for interval, keep in bars_to_keep.items():
                     rows = self._rows(
                         conn,
-                        "SELECT open_time, open, high, low, close, volume FROM klines"
+                        "SELECT open_time, open, high, low, close, volume, amount FROM klines"
                         " WHERE symbol = ? AND interval = ? ORDER BY open_time DESC LIMIT ?",
                         (symbol, interval, keep),
                     )
@@ -462,7 +462,7 @@ class SQLStore(Generic[C]):
                         snap.bars.append((symbol, interval, [Bar(*r) for r in reversed(rows)]))
                 trades = self._rows(
                     conn,
-                    "SELECT id, time, price, qty, taker_side FROM trades WHERE symbol = ?"
+                    "SELECT id, time, price, qty, taker_side, quote FROM trades WHERE symbol = ?"
                     " ORDER BY id DESC LIMIT 1000",
                     (symbol,),
                 )

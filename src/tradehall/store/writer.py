@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from tradehall.exchange import Exchange
 from tradehall.store.base import StoreError
+from tradehall.store.batch import Batch
 
 log = logging.getLogger("tradehall.store")
 
@@ -49,6 +50,10 @@ class GroupCommitter:
         self._checkpoint: Future[None] | None = None
         self._rows_since_checkpoint = 0
         self._commits_since_checkpoint = 0
+        self.listeners: list[Callable[[Batch], None]] = []
+        """Called on the event loop with each batch once it is committed (the streams' feed).
+        A listener must be quick and must not raise; if it does, it is logged and the
+        commit stands."""
 
     def durable(self) -> asyncio.Future[None]:
         """A future that resolves once everything applied so far is committed (or fails with
@@ -92,6 +97,11 @@ class GroupCommitter:
                     return
                 self.commits += 1
                 future.set_result(None)
+                for listener in self.listeners:
+                    try:
+                        listener(batch)
+                    except Exception:
+                        log.exception("a commit listener failed")
                 self._rows_since_checkpoint += batch.row_count()
                 self._commits_since_checkpoint += 1
                 if (

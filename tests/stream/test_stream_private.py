@@ -1,0 +1,194 @@
+"""The private streams against a real server: authentication, each account's own events and
+nobody else's, and a revoked key's stream closed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from stream_support import Venue, error_of, next_message, open_ws, send, start_venue
+from websockets.exceptions import ConnectionClosed
+
+from tradehall.client import sign, signature_payload
+from tradehall.client.stream import UserStream
+
+SPOT_USER = "/spotws_user/userData/ws"
+
+
+@pytest.fixture(scope="module")
+def venue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venue]:
+    venue = start_venue(tmp_path_factory.mktemp("stream_private"))
+    yield venue
+    venue.server.stop()
+
+
+async def drain(stream: UserStream, seconds: float) -> list[dict[str, Any]]:
+    out = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (left := deadline - loop.time()) > 0:
+        try:
+            out.append(await asyncio.wait_for(stream.receive(), left))
+        except TimeoutError:
+            break
+    return out
+
+
+def test_each_user_sees_only_its_own_orders_and_balances(venue: Venue) -> None:
+    (_, alice_key, alice_secret), (_, bob_key, bob_secret) = venue.users
+
+    async def scenario() -> None:
+        async with (
+            UserStream(venue.url, alice_key, alice_secret) as alice,
+            UserStream(venue.url, bob_key, bob_secret) as bob,
+        ):
+            with venue.client(0) as a, venue.client(1) as b:
+                sell = await asyncio.to_thread(
+                    a.create_order, "BTCUSDT", "SELL", "LIMIT", volume="0.5", price="25000"
+                )
+                alice_events = await drain(alice, 1.0)
+                assert await drain(bob, 0.3) == []  # nothing of Alice's reaches Bob
+                await asyncio.to_thread(
+                    b.create_order, "BTCUSDT", "BUY", "LIMIT", volume="0.2", price="25000"
+                )
+                alice_events += await drain(alice, 1.0)
+                bob_events = await drain(bob, 1.0)
+                rest_order = await asyncio.to_thread(a.get_order, "BTCUSDT", sell["orderId"])
+            orders = [e["tick"] for e in alice_events if e["channel"] == "user_order"]
+            assert [o["status"] for o in orders] == ["NEW", "PARTIALLY_FILLED"]
+            assert {o["orderId"] for o in orders} == {sell["orderId"]}
+            assert orders[-1] == rest_order  # the fields of the REST order record
+            assert all(e["accountType"] == "spot" for e in alice_events if "accountType" in e)
+            balances = {
+                e["tick"]["asset"]: e["tick"]
+                for e in alice_events
+                if e["channel"] == "user_balance"
+            }
+            assert balances["BTC"]["locked"] == "0.30000000"
+            assert {"free", "locked", "accountType"} <= set(balances["USDT"])
+            bob_orders = [e["tick"] for e in bob_events if e["channel"] == "user_order"]
+            assert [o["status"] for o in bob_orders] == ["FILLED"]
+            assert all(o["orderId"] != sell["orderId"] for o in bob_orders)
+            assert all(e["channel"] in ("user_order", "user_balance") for e in bob_events)
+
+    asyncio.run(scenario())
+
+
+def test_futures_stream_pushes_orders_and_positions(venue: Venue) -> None:
+    (_, alice_key, alice_secret), (_, bob_key, bob_secret) = venue.users
+
+    async def scenario() -> None:
+        async with (
+            UserStream(venue.url, alice_key, alice_secret, futures=True) as alice,
+            UserStream(venue.url, bob_key, bob_secret, futures=True) as bob,
+        ):
+            with venue.client(0) as a, venue.client(1) as b:
+                await asyncio.to_thread(
+                    a.futures_create_order, "E-ETH-USDT", "SELL", "LIMIT", "OPEN", 2, "2000"
+                )
+                await asyncio.to_thread(
+                    b.futures_create_order, "E-ETH-USDT", "BUY", "LIMIT", "OPEN", 2, "2000"
+                )
+            alice_events = await drain(alice, 1.5)
+            bob_events = await drain(bob, 1.0)
+        channels = {e["channel"] for e in alice_events}
+        assert {"user_order", "user_position", "user_balance"} <= channels
+        pushed = next(e for e in alice_events if e["channel"] == "user_position")
+        position = pushed["tick"]
+        assert pushed["contractName"] == "E-ETH-USDT" and position["side"] == "SELL"
+        bob_position = next(e["tick"] for e in bob_events if e["channel"] == "user_position")
+        assert bob_position["side"] == "BUY"
+        assert all(e["tick"].get("accountType", "futures") == "futures" for e in alice_events)
+
+    asyncio.run(scenario())
+
+
+def _auth(key: str, secret: str, path: str, ts: int | None = None) -> dict[str, Any]:
+    stamp = str(ts if ts is not None else time.time_ns() // 1_000_000)
+    signature = sign(secret, signature_payload(stamp, "GET", path, b""))
+    return {"event": "sub", "params": {"apiKey": key, "ts": stamp, "sign": signature}}
+
+
+def test_authentication_is_checked_and_revoked_keys_are_closed(venue: Venue) -> None:
+    (alice_id, alice_key, alice_secret) = venue.users[0]
+
+    async def scenario() -> None:
+        ws = await open_ws(venue.ws + SPOT_USER)
+        try:
+            await send(ws, {"event": "sub", "params": {"channel": "market_btcusdt_ticker"}})
+            assert (await error_of(ws))["code"] == -1002  # no apiKey
+            await send(ws, _auth(alice_key, "0" * 32, SPOT_USER))
+            assert (await error_of(ws))["code"] == -1022  # wrong secret
+            await send(ws, _auth("f" * 32, alice_secret, SPOT_USER))
+            assert (await error_of(ws))["code"] == -2015  # unknown key
+            await send(ws, _auth(alice_key, alice_secret, SPOT_USER, ts=1))
+            assert (await error_of(ws))["code"] == -1021  # outside the time window
+            await send(ws, _auth(alice_key, alice_secret, "/position_order/ws"))
+            assert (await error_of(ws))["code"] == -1022  # signed for another path
+            good = _auth(alice_key, alice_secret, SPOT_USER)
+            await send(ws, good)
+            ok = await next_message(ws)
+            assert ok["event_rep"] == "subed" and ok["status"] == "ok"
+            # A second connection cannot replay the same signature.
+            other = await open_ws(venue.ws + SPOT_USER)
+            try:
+                await send(other, good)
+                assert (await error_of(other))["code"] == -1022
+            finally:
+                await other.close()
+            # A fresh key of Alice's, revoked: its stream is closed.
+            key = await asyncio.to_thread(venue.admin.create_key, alice_id)
+            async with UserStream(venue.url, key["apiKey"], key["secret"]) as doomed:
+                await asyncio.to_thread(venue.admin.revoke_key, key["apiKey"])
+                with pytest.raises(ConnectionClosed):
+                    await asyncio.wait_for(doomed.receive(), 5)
+            # Alice's first key still streams.
+            await send(ws, {"ping": 7})
+            assert await next_message(ws) == {"pong": 7}
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())
+
+
+def test_futures_stream_pushes_a_conditional_order_and_its_firing(venue: Venue) -> None:
+    (_, alice_key, alice_secret) = venue.users[0]
+
+    async def scenario() -> None:
+        async with UserStream(venue.url, alice_key, alice_secret, futures=True) as alice:
+            with venue.client(0) as a, venue.client(1) as b:
+                await asyncio.to_thread(
+                    b.futures_create_order, "E-BTC-USDT", "SELL", "LIMIT", "OPEN", 1, "30000"
+                )
+                await asyncio.to_thread(
+                    a.futures_create_order, "E-BTC-USDT", "BUY", "LIMIT", "OPEN", 1, "30000"
+                )
+                # A stop BUY above the last price: it fires when a trade reaches 30100.
+                stop = await asyncio.to_thread(
+                    a.futures_condition_order,
+                    "E-BTC-USDT",
+                    "BUY",
+                    "MARKET",
+                    "OPEN",
+                    "1000",
+                    1,
+                    "30100",
+                )
+                waiting = await drain(alice, 1.0)
+                await asyncio.to_thread(
+                    b.futures_create_order, "E-BTC-USDT", "SELL", "LIMIT", "OPEN", 2, "30100"
+                )
+                await asyncio.to_thread(
+                    a.futures_create_order, "E-BTC-USDT", "BUY", "LIMIT", "OPEN", 1, "30100"
+                )
+                fired = await drain(alice, 2.0)
+        triggers = [e["tick"] for e in waiting + fired if e["channel"] == "user_trigger"]
+        assert triggers and all(str(t["orderId"]) == stop["orderId"] for t in triggers)
+        assert triggers[0]["status"] != triggers[-1]["status"]  # waiting, then fired
+        orders = [e["tick"] for e in fired if e["channel"] == "user_order"]
+        assert any(str(o["orderId"]) != stop["orderId"] for o in orders)  # the one it submitted
+
+    asyncio.run(scenario())

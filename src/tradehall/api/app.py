@@ -15,7 +15,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tradehall.api import admin, futures, margin, openapi, spot
+from tradehall.api import admin, asset, futures, margin, openapi, spot
+from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
@@ -115,13 +116,15 @@ def create_app(
     run_scheduler: bool = True,
     simulation: SimulationSettings | None = None,
     run_simulation: bool = False,
+    max_clock_ahead_ms: int = MAX_AHEAD_MS,
     admin_remote: bool = False,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
     drive it with ``app.state.scheduler.tick()``. The market simulation (``simulation``
     settings, by default the configuration's) starts with the app under
-    ``run_simulation``, or later by ``tradehall sim start``."""
+    ``run_simulation``, or later by ``tradehall sim start``. ``max_clock_ahead_ms``: how far
+    ahead of the clock a signed request's timestamp may be (``[server] max_clock_ahead_ms``)."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -131,6 +134,7 @@ def create_app(
         admin_token,
         limiter=RateLimiter(settings) if settings.enabled else None,
         replay=make_guard(settings.storage),
+        max_ahead_ms=max_clock_ahead_ms,
         admin_remote=admin_remote,
     )
 
@@ -163,8 +167,9 @@ def create_app(
             committer.close()
             state.reader.shutdown(wait=True)
 
+    family = spot.routes() + margin.routes() + asset.routes() + spot.family_routes()
     app = App(
-        routes=spot.routes() + margin.routes() + futures.routes() + admin.routes(),
+        routes=family + spot.v2_aliases(family) + futures.routes() + admin.routes(),
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )
@@ -172,7 +177,7 @@ def create_app(
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
-    app.router.routes.extend(stream_routes(hub, state.replay))
+    app.router.routes.extend(stream_routes(hub, state.replay, state.max_ahead_ms))
     # The web pages and their files come last: their routes are not API operations (the
     # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
     app.router.routes.extend(pages.routes())

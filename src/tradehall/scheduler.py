@@ -42,11 +42,11 @@ class Scheduler:
         margin = self.exchange.engine.margin
         if margin.accrued_hour is None or now // HOUR_MS > margin.accrued_hour:
             self.exchange.apply(AccrueInterest(now))
-            await self.committer.durable()
+            await self.committer.durable_shielded()
         if self.exchange.engine.futures.contracts:
             self.exchange.apply(FuturesTick(now))
             if self.exchange.pending:  # prices moved, funding, liquidations...
-                await self.committer.durable()
+                await self.committer.durable_shielded()
 
     async def _run(self) -> None:
         while True:

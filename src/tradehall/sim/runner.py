@@ -121,7 +121,7 @@ class Simulation:
             ts = self.clock()
             for participant in self.participants():
                 self._cancel_all(participant, ts)
-            await self.committer.durable()
+            await self.committer.durable_shielded()
         return was
 
     def _cancel_all(self, p: Participant, ts: int) -> None:
@@ -205,14 +205,14 @@ class Simulation:
         for market in self.markets:
             market.maker.act(market.ref, now)
         self.busy_s += time.perf_counter() - began
-        await self.committer.durable()
+        await self.committer.durable_shielded()
 
     # ----------------------------------------------------------------- setup
 
     async def setup(self) -> None:
         """Build the markets and their participants (created and funded once)."""
         self.markets = self.build_markets()
-        await self.committer.durable()
+        await self.committer.durable_shielded()
 
     def build_markets(self) -> list[Market]:
         ex, s = self.exchange, self.settings

@@ -76,6 +76,13 @@ class GroupCommitter:
         done.set_result(None)
         return done
 
+    def durable_shielded(self) -> asyncio.Future[None]:
+        """``durable()`` for a task that may be cancelled while it waits (the scheduler, the
+        simulation, the streams): ``durable()`` hands every waiter the same future, and
+        cancelling a task cancels the future it awaits, which would fail every request
+        waiting on that commit. The shield takes the cancellation instead."""
+        return asyncio.shield(self.durable())
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
@@ -96,7 +103,8 @@ class GroupCommitter:
                     self._next = None
                     return
                 self.commits += 1
-                future.set_result(None)
+                if not future.done():
+                    future.set_result(None)
                 for listener in self.listeners:
                     try:
                         listener(batch)

@@ -243,7 +243,7 @@ class Hub:
                     ticks.append((name, self.ticker_tick(channel.market, now)))
         if not ticks:
             return
-        await self.committer.durable()  # depth, candles and tickers are read from memory
+        await self.committer.durable_shielded()  # depth, candles and tickers are read from memory
         for name, tick in ticks:
             entry = self.channels.get(name)
             if entry is None:

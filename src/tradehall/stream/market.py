@@ -54,7 +54,7 @@ async def _sub(conn: Connection, kind: str, params: dict[str, Any], cb_id: Any) 
         )
     now = hub.clock()
     tick = hub.current_tick(channel, now)
-    await hub.committer.durable()  # the first push shows what is committed
+    await hub.committer.durable_shielded()  # the first push shows what is committed
     hub.subscribe(sub, channel)
     conn.send(_reply("subed", channel.name, cb_id, now))
     if tick is not None:
@@ -89,7 +89,7 @@ async def _req(conn: Connection, kind: str, params: dict[str, Any], cb_id: Any) 
         data = market.depth(hub.exchange.engine)
     else:
         data = hub.current_tick(channel, now)
-    await hub.committer.durable()
+    await hub.committer.durable_shielded()
     answer = _reply("rep", channel.name, cb_id, now)
     answer["data"] = data
     conn.send(answer)

@@ -56,7 +56,7 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
         except ApiError as exc:
             conn.error(exc.code, _auth_message(exc.msg), event_rep="error", channel=CHANNEL)
             return
-        await hub.committer.durable()
+        await hub.committer.durable_shielded()
         if key.row.revoked is not None or hub.exchange.keys.get(key.row.api_key) is not key:
             conn.error(Code.BAD_KEY, "invalid API key", event_rep="error", channel=CHANNEL)
             return

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp
 
 from tradehall import operations as ops
 from tradehall.api.app import create_app
-from tradehall.config import Config
+from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
 from tradehall.store.base import collector_paused
@@ -28,6 +28,18 @@ from tradehall.store.factory import open_store
 
 class ListenError(Exception):
     pass
+
+
+class StartError(Exception):
+    """The app did not start (its lifespan's start-up failed; the log says why)."""
+
+
+AppFactory = Callable[[Exchange, str, LimitSettings], ASGIApp]
+"""(exchange, admin token, rate limits) -> the app a server process serves."""
+
+
+def serve_app(exchange: Exchange, token: str, limits: LimitSettings) -> ASGIApp:
+    return create_app(exchange, admin_token=token, limits=limits)
 
 
 class GracefulServer(uvicorn.Server):
@@ -103,6 +115,7 @@ def run(
     demo: bool,
     announce: Callable[[str, dict[str, Any] | None], None],
     rate_limits: bool = True,
+    make_app: AppFactory = serve_app,
 ) -> None:
     """Serve until signalled. The caller holds the data folder's lock (the store: SQLite in the
     folder, or PostgreSQL, whose advisory lock the store takes)."""
@@ -121,9 +134,7 @@ def run(
         limits = dataclasses.replace(cfg.limits, enabled=cfg.limits.enabled and rate_limits)
         sock = listen(host, port)
         try:
-            server = GracefulServer(
-                uvicorn_config(create_app(exchange, admin_token=token, limits=limits))
-            )
+            server = GracefulServer(uvicorn_config(make_app(exchange, token, limits)))
             # From the moment we announce, a signal must mean a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, server.handle_exit)
@@ -131,6 +142,8 @@ def run(
             datadir.write_server(host, bound_port)
             announce(url_for(host, bound_port), demo_info)
             server.run(sockets=[sock])
+            if not server.started:
+                raise StartError("the server did not start (see the log above)")
         finally:
             datadir.clear_server()
             sock.close()

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, futures, margin, openapi, spot
 from tradehall.api.errors import error_response
-from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
+from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, Front, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
@@ -99,6 +100,33 @@ class App(Starlette):
         await super().__call__(scope, receive, send)
 
 
+Companion = Callable[[AppState], contextlib.AbstractAsyncContextManager[Any]]
+"""Something that runs beside the app while it serves (the engine process's NATS service),
+entered after the scheduler starts and left before the committer's last flush."""
+
+
+def client_routes() -> list[BaseRoute]:
+    """The REST API clients use (spot, margin, futures): what gateways serve too."""
+    return [*spot.routes(), *margin.routes(), *futures.routes()]
+
+
+def assemble(
+    routes: Sequence[BaseRoute],
+    state: Front,
+    lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]],
+) -> App:
+    """The app around ``routes``: JSON errors, no slash redirects, the OpenAPI listing."""
+    app = App(
+        routes=list(routes), exception_handlers={HTTPException: _http_error}, lifespan=lifespan
+    )
+    # A path with a trailing slash is an unknown path (404 with an error object, as the
+    # contract has it), not a redirect to the path without it.
+    app.router.redirect_slashes = False
+    app.router.routes.append(openapi.route(app.router.routes))
+    app.state.tradehall = state
+    return app
+
+
 def create_app(
     exchange: Exchange,
     *,
@@ -106,10 +134,13 @@ def create_app(
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
+    client_api: bool = True,
+    companion: Companion | None = None,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
-    drive it with ``app.state.scheduler.tick()``."""
+    drive it with ``app.state.scheduler.tick()``. ``client_api=False`` (the engine process,
+    whose clients reach it through gateways) serves the admin API only, without streams."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -128,9 +159,11 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
-        hub.start()
+        if client_api:
+            hub.start()
         try:
-            yield
+            async with companion(state) if companion else contextlib.nullcontext():
+                yield
         finally:
             await hub.stop()
             await scheduler.stop()
@@ -139,17 +172,9 @@ def create_app(
             committer.close()
             state.reader.shutdown(wait=True)
 
-    app = App(
-        routes=spot.routes() + margin.routes() + futures.routes() + admin.routes(),
-        exception_handlers={HTTPException: _http_error},
-        lifespan=lifespan,
-    )
-    # A path with a trailing slash is an unknown path (404 with an error object, as the
-    # contract has it), not a redirect to the path without it.
-    app.router.redirect_slashes = False
-    app.router.routes.append(openapi.route(app.router.routes))
-    app.router.routes.extend(stream_routes(hub, state.replay))
-    app.state.tradehall = state
+    app = assemble([*(client_routes() if client_api else []), *admin.routes()], state, lifespan)
+    if client_api:
+        app.router.routes.extend(stream_routes(hub, state.replay))
     app.state.hub = hub
     app.state.scheduler = scheduler
     return app

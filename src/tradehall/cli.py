@@ -23,7 +23,7 @@ import typer
 from tradehall import __version__, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
-from tradehall.cluster import DEFAULT_NATS_URL, DEFAULT_SUBJECT, DEFAULT_TIMEOUT
+from tradehall.cluster import DEFAULT_NATS_URL, DEFAULT_SUBJECT, DEFAULT_TIMEOUT, LinkError
 from tradehall.codes import Code, Reject
 from tradehall.config import Config, ConfigError, load_config
 from tradehall.datadir import DataDir, DataDirBusy
@@ -273,7 +273,7 @@ def _run_server(
         cfg, datadir = _load(config, data_dir, database)
         with datadir.lock():
             run(cfg, datadir)
-    except (server.ListenError, server.StartError) as exc:
+    except (server.ListenError, server.StartError, LinkError) as exc:
         _fail(CliError(str(exc)), as_json)
     except DataDirBusy as exc:
         _fail(CliError(f"{exc}: is a server already running on it?"), as_json)
@@ -374,7 +374,7 @@ def gateway(
             make_gateway=make_gateway,
             announce=announce,
         )
-    except (server.ListenError, server.StartError) as exc:
+    except (server.ListenError, server.StartError, LinkError) as exc:
         _fail(CliError(str(exc)), as_json)
     except CliError as exc:
         _fail(exc, as_json)

@@ -7,3 +7,7 @@ DEFAULT_SUBJECT = "tradehall"
 DEFAULT_TIMEOUT = 2.0
 """Seconds a gateway waits for the engine's answer (twice, the second time resending the
 same command id) before it answers 503 / -1001."""
+
+
+class LinkError(Exception):
+    """NATS is not reachable."""

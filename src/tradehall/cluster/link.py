@@ -3,6 +3,7 @@ endless retry), and once up it reconnects for as long as it takes."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -10,11 +11,9 @@ import nats
 import nats.errors
 from nats.aio.client import Client as Nats
 
+from tradehall.cluster import LinkError
+
 log = logging.getLogger("tradehall.nats")
-
-
-class LinkError(Exception):
-    pass
 
 
 async def _log_error(exc: Exception) -> None:
@@ -39,3 +38,13 @@ async def connect(
         raise LinkError(f"cannot connect to NATS at {url}: {exc or type(exc).__name__}") from None
     nc.options["max_reconnect_attempts"] = -1  # from now on, reconnect forever
     return nc
+
+
+def check_reachable(url: str) -> None:
+    """Raise LinkError unless NATS answers at ``url`` (before a process starts serving)."""
+
+    async def probe() -> None:
+        nc = await connect(url, "tradehall-probe")
+        await nc.close()
+
+    asyncio.run(probe())

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ from tradehall.api.app import create_app
 from tradehall.api.http import AppState
 from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.gateway import Gateway, create_gateway_app
+from tradehall.cluster.link import check_reachable
 from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
@@ -42,6 +44,8 @@ def run_engine(
     demo: bool,
     announce: Callable[[str, dict[str, Any] | None], None],
 ) -> None:
+    check_reachable(nats_url)
+
     def service(state: AppState) -> contextlib.AbstractAsyncContextManager[None]:
         return EngineService(state, nats_url, subject).running()
 
@@ -78,6 +82,7 @@ def run_gateway(
 ) -> None:
     """Serve until signalled. One worker runs in this process; more are forked children
     sharing the listening socket (the kernel spreads connections), restarted if one dies."""
+    check_reachable(make_gateway().url)
     sock = server.listen(host, port)
     try:
         url = server.url_for(host, sock.getsockname()[1])
@@ -91,12 +96,24 @@ def run_gateway(
         sock.close()
 
 
+def _die_with_parent() -> None:
+    """A worker whose supervisor is killed (SIGKILL: no chance to stop its workers) is
+    killed too, rather than serving on as an orphan (Linux's PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def _supervise(
     sock: Any, workers: int, make_gateway: Callable[[], Gateway], announce: Callable[[], None]
 ) -> None:
     def spawn() -> int:
         pid = os.fork()
         if pid == 0:  # the worker
+            _die_with_parent()
             code = 1
             try:
                 code = 0 if _serve_worker(sock, make_gateway) else 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from support import (
@@ -239,7 +240,7 @@ def test_a_command_sent_twice_is_applied_once(tmp_path: Path, stopped: list[Serv
         "127.0.0.1",
         now,
     )  # fmt: skip
-    resent = Forwarded(*[getattr(command, f) for f in command.__struct_fields__[:-1]], 2)
+    resent = msgspec.structs.replace(command, attempt=2)
 
     async def send() -> list[bytes]:
         nc = await connect(NATS_URL, "test")

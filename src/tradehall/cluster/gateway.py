@@ -13,6 +13,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import msgspec
 import nats.errors
 from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
@@ -190,10 +191,7 @@ class Gateway:
         subject = f"{self.subject}.cmd"
         for attempt in (1, 2):
             if attempt > 1:
-                fwd = Forwarded(
-                    fwd.id, fwd.method, fwd.path, fwd.params, fwd.api_key, fwd.ip,
-                    fwd.first_sent, attempt,
-                )  # fmt: skip
+                fwd = msgspec.structs.replace(fwd, attempt=attempt)
             try:
                 msg = await nc.request(subject, encode(fwd), timeout=self.timeout)
                 return msg.data

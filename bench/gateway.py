@@ -73,6 +73,7 @@ def topology(kind: str, spec: GatewaySpec, work: Path) -> Iterator[tuple[dict[st
         cmd += ["--nats", spec.nats, "--engine-subject", subject, "--workers", str(workers)]
         gateway, info = start_announcing(cmd, work / "gateway.log", PING)
         procs.append(gateway)
+        info["gateway_pid"] = gateway.pid
         info["pid"] = engine.pid  # the CPU share the load generator reports: the engine's
         info["dataDir"] = engine_info["dataDir"]
         yield info, engine_info["url"]
@@ -93,9 +94,23 @@ def placements(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
             duration=spec.duration,
         )
         loadgen("seed", target, wire, NO_PINNING, work, accounts, extra=SEED)
+        pids = {"engine": [target["pid"]]}
+        if "gateway_pid" in target:
+            pids["gateways"] = family(target["gateway_pid"])
+        before = {part: cpu_seconds(group) for part, group in pids.items()}
         result = loadgen("place", target, wire, NO_PINNING, work, accounts, open_loop=False)
+        after = {part: cpu_seconds(group) for part, group in pids.items()}
     closed = result["closed"]
+    # CPU per placement over the whole place run (its warm-up and window run at about the
+    # window's rate; the load generator's own start, a fraction of a second, adds idle time).
+    handled = closed["throughput"] * (spec.warmup + spec.duration)
+    cpu_us = {
+        f"{part}_cpu_us_per_placement": round(1e6 * (after[part] - before[part]) / handled, 1)
+        for part in pids
+        if handled
+    }
     return {
+        **cpu_us,
         "throughput": closed["throughput"],
         "errors": closed["errors"],
         "statuses": closed["statuses"],
@@ -106,6 +121,19 @@ def placements(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
 
 
 SEED = {"levels": 60, "per_level": 2}
+
+
+def family(pid: int) -> list[int]:
+    """``pid`` and its children (a gateway's supervisor and its workers)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return [pid, *map(int, children)]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
 
 
 def admin_token(info: dict[str, Any]) -> str:
@@ -216,12 +244,19 @@ def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> di
         for kind in KINDS
         if any(r[kind].get("engine_cpu_share") for r in rounds)
     }
+    cpu_us = {
+        f"{kind} {name}": statistics.median(r[kind][name] for r in rounds)
+        for kind in KINDS
+        for name in rounds[0][kind]
+        if name.endswith("_cpu_us_per_placement")
+    }
     return {
         "spec": asdict(spec),
         "machine": machine(),
         "rounds": rounds,
         "median_per_s": medians,
         "median_per_engine_core_s": per_core,
+        "median_cpu_us": cpu_us,
     }
 
 
@@ -241,7 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text)
-    print(json.dumps({k: result[k] for k in ("median_per_s", "median_per_engine_core_s")}))
+    medians = ("median_per_s", "median_per_engine_core_s", "median_cpu_us")
+    print(json.dumps({k: result[k] for k in medians}, indent=1))
 
 
 if __name__ == "__main__":

@@ -301,7 +301,7 @@ def _announced(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
     return info
 
 
-def start_engine(data_dir: Path, subject: str, *extra: str) -> ServerProcess:
+def start_engine(data_dir: Path, subject: str, *extra: str, nats: str = NATS_URL) -> ServerProcess:
     """`tradehall engine` on a data folder, listening under ``subject`` on the test NATS; its
     ``url`` is its loopback admin API."""
     proc = subprocess.Popen(
@@ -311,7 +311,7 @@ def start_engine(data_dir: Path, subject: str, *extra: str) -> ServerProcess:
             str(data_dir),
             "--json",
             "--nats",
-            NATS_URL,
+            nats,
             "--engine-subject",
             subject,
             *extra,
@@ -326,7 +326,7 @@ def start_engine(data_dir: Path, subject: str, *extra: str) -> ServerProcess:
 
 
 def start_gateway(
-    subject: str, *extra: str, workers: int = 1, timeout: float = 20.0
+    subject: str, *extra: str, workers: int = 1, timeout: float = 20.0, nats: str = NATS_URL
 ) -> ServerProcess:
     """`tradehall gateway` on a free loopback port for the engine under ``subject``; returns
     once it answers (its ``data_dir`` is meaningless: a gateway has none)."""
@@ -338,7 +338,7 @@ def start_gateway(
             "--json",
             "--no-rate-limits",
             "--nats",
-            NATS_URL,
+            nats,
             "--engine-subject",
             subject,
             "--workers",

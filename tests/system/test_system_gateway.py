@@ -6,7 +6,11 @@ a key revoked, a command sent twice."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
+import socket
+import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -263,8 +267,6 @@ def test_a_command_sent_twice_is_applied_once(tmp_path: Path, stopped: list[Serv
 
 
 def test_gateway_start_without_nats_is_a_clear_error() -> None:
-    import subprocess
-
     done = subprocess.run(
         tradehall_command("gateway", "--port", "0", "--json", "--nats", "nats://127.0.0.1:1"),
         capture_output=True,
@@ -273,3 +275,90 @@ def test_gateway_start_without_nats_is_a_clear_error() -> None:
     )
     assert done.returncode == 1
     assert "cannot connect to NATS at nats://127.0.0.1:1" in done.stdout
+
+
+NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
+
+
+def own_nats(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """A NATS server of this test's own (the machine's shared one is not restarted)."""
+    proc = subprocess.Popen(
+        [NATS_SERVER, "-a", "127.0.0.1", "-p", str(port), "-l", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.05)
+
+
+def test_nats_restarted_under_load_nothing_lost_nothing_twice(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    if not Path(NATS_SERVER).exists():
+        pytest.skip("no nats-server binary to run a NATS of the test's own")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"nats://127.0.0.1:{port}"
+    nats = own_nats(port, tmp_path / "nats.log")
+    try:
+        subject = "restart"
+        engine = start_engine(tmp_path / "data", subject, "--demo", nats=url)
+        stopped.append(engine)
+        gateway = start_gateway(subject, nats=url)
+        stopped.append(gateway)
+        assert engine.demo is not None
+        client = Client(gateway.url, engine.demo["apiKey"], engine.demo["secret"], timeout=15)
+        sent: dict[str, str] = {}  # client order id -> "ok" or the refusal's code
+        stop = threading.Event()
+
+        def trade() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                cid = f"r-{n}"
+                try:
+                    client.create_order(
+                        SYMBOL, "BUY", "LIMIT", "0.001", "20000", client_order_id=cid
+                    )
+                    sent[cid] = "ok"
+                except ApiError as exc:
+                    sent[cid] = str(exc.code)
+
+        trader = threading.Thread(target=trade)
+        trader.start()
+        try:
+            time.sleep(0.5)
+            nats.kill()
+            nats.wait(10)
+            time.sleep(0.3)
+            nats = own_nats(port, tmp_path / "nats.log")
+            deadline = time.monotonic() + 20
+            while "ok" not in list(sent.values())[-3:]:  # trading again through the new NATS
+                assert time.monotonic() < deadline, f"no order went through since: {sent}"
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            trader.join(30)
+        refused = {code for code in sent.values() if code != "ok"}
+        assert refused <= {"-1001"}, sent  # only "the engine is not reachable"
+        found = {}
+        for cid, outcome in sent.items():
+            try:
+                found[cid] = client.get_order(SYMBOL, client_order_id=cid)["status"]
+            except ApiError as exc:
+                assert exc.code == -2013 and outcome != "ok", (cid, outcome)
+        assert all(found.get(cid) == "NEW" for cid, o in sent.items() if o == "ok")
+        # Each order once: as many resting orders as client ids found.
+        assert len(client.open_orders(SYMBOL, 1000)) == len(found)
+    finally:
+        nats.kill()
+        nats.wait(10)

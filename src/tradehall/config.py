@@ -62,7 +62,15 @@ _MARGIN_KEYS = (
     "liquidation_level",
 )
 _MAX_HOURLY_RATE = Decimal("0.01")
-_SERVER_KEYS = ("host", "port", "data_dir", "database", "sqlite_synchronous", "rate_limits")
+_SERVER_KEYS = (
+    "host",
+    "port",
+    "data_dir",
+    "database",
+    "sqlite_synchronous",
+    "rate_limits",
+    "admin_remote",
+)
 _ASSET_KEYS = ("name", "decimals")
 _PAIR_KEYS = (
     "symbol",
@@ -117,6 +125,9 @@ class ServerConfig:
     sqlite_synchronous: str = "full"
     """SQLite PRAGMA synchronous level: "full" or "normal"."""
     rate_limits: bool = True
+    admin_remote: bool = False
+    """The admin API and the operator page (/admin) also answer callers off loopback (the
+    admin token is still required)."""
 
 
 Rate = tuple[int, int]
@@ -489,6 +500,7 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
         database=database,
         sqlite_synchronous=synchronous,
         rate_limits=table.boolean("rate_limits", defaults.rate_limits),
+        admin_remote=table.boolean("admin_remote", defaults.admin_remote),
     )
 
 

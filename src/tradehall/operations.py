@@ -52,6 +52,43 @@ def list_users(ex: Exchange) -> dict[str, Any]:
     }
 
 
+def list_keys(ex: Exchange) -> dict[str, Any]:
+    """Every API key, revoked ones included, without its secret."""
+    return {
+        "keys": [
+            {
+                "apiKey": k.row.api_key,
+                "userId": k.row.user_id,
+                "readOnly": k.row.read_only,
+                "ips": list(k.row.ips),
+                "created": k.row.created,
+                "revoked": k.row.revoked,
+            }
+            for k in ex.keys.values()
+        ]
+    }
+
+
+def market_activity(ex: Exchange) -> list[dict[str, Any]]:
+    """Each spot pair and futures contract with its open orders (on the book) and, for a
+    contract, its waiting conditional orders."""
+    spot = ex.engine.spot.books
+    futures = ex.engine.futures
+    return [
+        {"symbol": symbol, "kind": "spot", "openOrders": len(spot[symbol].orders), "triggers": 0}
+        for symbol in ex.config.markets.pairs
+    ] + [
+        {
+            "symbol": symbol,
+            "kind": "futures",
+            "openOrders": len(futures.books[symbol].orders),
+            "triggers": len(futures.trigger_books[symbol].fixed)
+            + len(futures.trigger_books[symbol].trailing),
+        }
+        for symbol in ex.config.markets.contracts
+    ]
+
+
 def create_key(
     ex: Exchange, user_id: int, read_only: bool, ips: list[str], ts: int
 ) -> dict[str, Any]:

@@ -39,7 +39,12 @@ AppFactory = Callable[[Exchange, str, LimitSettings], ASGIApp]
 
 
 def serve_app(exchange: Exchange, token: str, limits: LimitSettings) -> ASGIApp:
-    return create_app(exchange, admin_token=token, limits=limits)
+    return create_app(
+        exchange,
+        admin_token=token,
+        limits=limits,
+        admin_remote=exchange.config.server.admin_remote,
+    )
 
 
 class GracefulServer(uvicorn.Server):
@@ -78,6 +83,10 @@ def url_for(host: str, port: int) -> str:
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
+WS_MAX_MESSAGE = 1 << 20
+"""The largest WebSocket message uvicorn reads (the largest max_message_bytes allowed)."""
+
+
 def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
     """How tradehall runs on uvicorn. ``proxy_headers=False``: uvicorn would otherwise take
     the client's address from ``X-Forwarded-For`` whenever the connection comes from
@@ -92,6 +101,9 @@ def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
         access_log=False,
         timeout_graceful_shutdown=10,
         proxy_headers=False,
+        # A WebSocket message larger than this closes the connection (1009) before it is
+        # buffered whole; smaller ones over [websocket] max_message_bytes get an error frame.
+        ws_max_size=WS_MAX_MESSAGE,
     )
 
 

@@ -16,7 +16,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.testclient import TestClient
 
 from support import ADMIN_TOKEN, BASE_URL, TEST_SECRET_BOX, Env, FakeClock, make_exchange
@@ -167,10 +167,20 @@ def test_document_lists_exactly_the_routes_the_app_serves(env: Env, doc: dict[st
     served = set()
     app = env.http.app
     assert isinstance(app, Starlette)
+    pages = set()
     for route in app.routes:
+        if isinstance(route, WebSocketRoute):  # the streams: docs/websocket.md, not OpenAPI
+            assert route.path.endswith("/ws")
+            continue
         assert isinstance(route, Route)
-        served |= {(method, route.path) for method in route.methods or () if method != "HEAD"}
+        methods = {(method, route.path) for method in route.methods or () if method != "HEAD"}
+        if route.include_in_schema:
+            served |= methods
+        else:
+            pages |= methods
     assert operations(doc) == served
+    # Only the web pages and their files stay out of the document: no API operation.
+    assert pages == {("GET", "/"), ("GET", "/admin"), ("GET", "/web/{name:path}")}
     assert ("GET", PATH) in served
     ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
     assert len(ids) == len(set(ids))
@@ -529,6 +539,13 @@ def admin_calls(env: Env, checker: Checker) -> None:
     assert bad.status_code == 400 and checker.check(bad)["code"] == -1102
     stranger = env.http.get(ADMIN + "/status", headers={"Authorization": "Bearer wrong"})
     assert stranger.status_code == 401 and checker.check(stranger)["code"] == -2015
+    keys = ok(admin.request("GET", ADMIN + "/keys"))["keys"]
+    assert [k["revoked"] is not None for k in keys if k["apiKey"] == key["apiKey"]] == [True]
+    assert all("secret" not in k for k in keys)
+    activity = ok(admin.request("GET", ADMIN + "/activity"))
+    # The refusals above are among the recent errors, newest first.
+    assert activity["recentErrors"][0]["path"] == ADMIN + "/status"
+    assert activity["recentErrors"][0]["status"] == 401
 
 
 def margin_calls(env: Env, checker: Checker) -> None:

@@ -521,7 +521,8 @@ def test_lower_case_symbol_accepted(env: Env, pair: tuple[Client, Client]) -> No
         "/spot/open/sapi/v1/nope",
         "/spot/open/sapi/v2/ping",
         "/nothing/here",
-        "/",
+        "/web/nothing.js",
+        "/admin/",
         "/spot/open/sapi/v1/order/nope",
     ],
 )

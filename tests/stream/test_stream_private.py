@@ -152,3 +152,43 @@ def test_authentication_is_checked_and_revoked_keys_are_closed(venue: Venue) -> 
             await ws.close()
 
     asyncio.run(scenario())
+
+
+def test_futures_stream_pushes_a_conditional_order_and_its_firing(venue: Venue) -> None:
+    (_, alice_key, alice_secret) = venue.users[0]
+
+    async def scenario() -> None:
+        async with UserStream(venue.url, alice_key, alice_secret, futures=True) as alice:
+            with venue.client(0) as a, venue.client(1) as b:
+                await asyncio.to_thread(
+                    b.futures_create_order, "E-BTC-USDT", "SELL", "LIMIT", "OPEN", 1, "30000"
+                )
+                await asyncio.to_thread(
+                    a.futures_create_order, "E-BTC-USDT", "BUY", "LIMIT", "OPEN", 1, "30000"
+                )
+                # A stop BUY above the last price: it fires when a trade reaches 30100.
+                stop = await asyncio.to_thread(
+                    a.futures_condition_order,
+                    "E-BTC-USDT",
+                    "BUY",
+                    "MARKET",
+                    "OPEN",
+                    "1000",
+                    1,
+                    "30100",
+                )
+                waiting = await drain(alice, 1.0)
+                await asyncio.to_thread(
+                    b.futures_create_order, "E-BTC-USDT", "SELL", "LIMIT", "OPEN", 2, "30100"
+                )
+                await asyncio.to_thread(
+                    a.futures_create_order, "E-BTC-USDT", "BUY", "LIMIT", "OPEN", 1, "30100"
+                )
+                fired = await drain(alice, 2.0)
+        triggers = [e["tick"] for e in waiting + fired if e["channel"] == "user_trigger"]
+        assert triggers and all(str(t["orderId"]) == stop["orderId"] for t in triggers)
+        assert triggers[0]["status"] != triggers[-1]["status"]  # waiting, then fired
+        orders = [e["tick"] for e in fired if e["channel"] == "user_order"]
+        assert any(str(o["orderId"]) != stop["orderId"] for o in orders)  # the one it submitted
+
+    asyncio.run(scenario())

@@ -115,7 +115,13 @@ def test_demo_announcement_and_json_errors(server_factory: Any, tmp_path: Path) 
     assert balances == {"BTC": "10.00000000", "ETH": "100.00000000", "USDT": "1000000.00000000"}
 
     # Unknown paths and methods on the real server: JSON errors, -1020.
-    for path in ("/spot/open/sapi/v1/nope", "/", "/spot/open/sapi/v2/ping", "/admin/v1/nope"):
+    for path in (
+        "/spot/open/sapi/v1/nope",
+        "/nope",
+        "/web/nope.js",
+        "/spot/open/sapi/v2/ping",
+        "/admin/v1/nope",
+    ):
         status, body, content_type = http("GET", server.url + path)
         assert status == 404, path
         assert content_type.startswith("application/json")

@@ -94,10 +94,58 @@ class AdminMarketsWithContracts(wire.Wire, frozen=True):
     contracts: list[AdminContract]
 
 
+class AdminKeyInfo(wire.Wire, frozen=True):
+    """An API key as listed for the operator: never its secret."""
+
+    api_key: str
+    user_id: wire.Id
+    read_only: bool
+    ips: list[str]
+    created: wire.Millis
+    revoked: Annotated[wire.Millis | None, Meta(description="When it was revoked; null: live.")]
+
+
+class AdminKeys(wire.Wire, frozen=True):
+    keys: list[AdminKeyInfo]
+
+
+class AdminMarketActivity(wire.Wire, frozen=True):
+    symbol: str
+    kind: Literal["spot", "futures"]
+    open_orders: Annotated[int, Meta(ge=0, description="Orders resting on the book.")]
+    triggers: Annotated[int, Meta(ge=0, description="Waiting conditional orders (futures).")]
+
+
+class AdminRecentError(wire.Wire, frozen=True):
+    time: wire.Millis
+    method: str
+    path: str
+    status: Annotated[int, Meta(ge=400, le=599)]
+    code: Annotated[int, Meta(lt=0)]
+    msg: str
+
+
+class AdminActivity(wire.Wire, frozen=True):
+    """Open orders per market and the traffic since the server started: totals, per-second
+    averages over the last ``windowSeconds``, and the latest error answers, newest first."""
+
+    markets: list[AdminMarketActivity]
+    requests_total: Annotated[int, Meta(ge=0)]
+    errors_total: Annotated[int, Meta(ge=0)]
+    requests_per_second: Annotated[float, Meta(ge=0)]
+    errors_per_second: Annotated[float, Meta(ge=0)]
+    window_seconds: Annotated[int, Meta(ge=1)]
+    recent_errors: list[AdminRecentError]
+
+
+def is_loopback(host: str | None) -> bool:
+    return host in LOOPBACK or (host or "").startswith("127.")
+
+
 def _require_admin(call: Call) -> None:
     request = call.request
     host = request.client.host if request.client else None
-    if host not in LOOPBACK and not (host or "").startswith("127."):
+    if not call.state.admin_remote and not is_loopback(host):
         raise ApiError(Code.BAD_KEY, "the admin API is reachable from loopback only", status=403)
     token = call.state.admin_token
     header = request.headers.get("authorization", "")
@@ -276,6 +324,14 @@ async def status(call: Call) -> Any:
     return ops.status(call.exchange)
 
 
+async def list_keys(call: Call) -> Any:
+    return ops.list_keys(call.exchange)
+
+
+async def activity(call: Call) -> Any:
+    return {"markets": ops.market_activity(call.exchange), **call.state.monitor.snapshot()}
+
+
 def routes() -> list[Route]:
     table: list[tuple[str, str, Callable[[Call], Awaitable[Any]]]] = [
         ("POST", "/users", create_user),
@@ -294,6 +350,8 @@ def routes() -> list[Route]:
         ("POST", "/futures/index-price", index_price),
         ("GET", "/markets", markets),
         ("GET", "/audit", audit),
+        ("GET", "/keys", list_keys),
+        ("GET", "/activity", activity),
     ]
     out = [Route(PREFIX + path, admin(fn), methods=[method]) for method, path, fn in table]
     out.append(Route(PREFIX + "/status", admin(status, when_failed=True), methods=["GET"]))

@@ -3,6 +3,7 @@ lifespan that flushes the group committer on shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -16,7 +17,6 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, futures, margin, openapi, spot
-from tradehall.api.errors import error_response
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, Front, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
@@ -27,6 +27,7 @@ from tradehall.scheduler import Scheduler
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.hub import Hub
 from tradehall.stream.routes import routes as stream_routes
+from tradehall.web import pages
 
 
 def wall_clock_ms() -> int:
@@ -35,11 +36,15 @@ def wall_clock_ms() -> int:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    state: AppState = request.app.state.tradehall
+    state.monitor.requests_total += 1
     if exc.status_code == 405:
-        return error_response(Code.UNSUPPORTED, f"{request.method} is not supported here", 405)
+        msg = f"{request.method} is not supported here"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 405)
     if exc.status_code == 404:
-        return error_response(Code.UNSUPPORTED, f"unknown path {request.url.path}", 404)
-    return error_response(Code.UNKNOWN, str(exc.detail), exc.status_code)
+        msg = f"unknown path {request.url.path}"
+        return state.failed(request.scope, Code.UNSUPPORTED, msg, 404)
+    return state.failed(request.scope, Code.UNKNOWN, str(exc.detail), exc.status_code)
 
 
 class App(Starlette):
@@ -134,6 +139,7 @@ def create_app(
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
+    admin_remote: bool = False,
     client_api: bool = True,
     companion: Companion | None = None,
 ) -> Starlette:
@@ -150,6 +156,7 @@ def create_app(
         admin_token,
         limiter=RateLimiter(settings) if settings.enabled else None,
         replay=make_guard(settings.storage),
+        admin_remote=admin_remote,
     )
 
     scheduler = Scheduler(exchange, committer, clock)
@@ -161,10 +168,14 @@ def create_app(
             scheduler.start()
         if client_api:
             hub.start()
+        sampler = asyncio.create_task(state.monitor.run())
         try:
             async with companion(state) if companion else contextlib.nullcontext():
                 yield
         finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
             await hub.stop()
             await scheduler.stop()
             with contextlib.suppress(Exception):
@@ -175,6 +186,9 @@ def create_app(
     app = assemble([*(client_routes() if client_api else []), *admin.routes()], state, lifespan)
     if client_api:
         app.router.routes.extend(stream_routes(hub, state.replay))
+        # The web pages and their files come last: their routes are not API operations (the
+        # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
+        app.router.routes.extend(pages.routes())
     app.state.hub = hub
     app.state.scheduler = scheduler
     return app

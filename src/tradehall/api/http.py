@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope
 from tradehall.api import wire
 from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_RECV_WINDOW, authenticate
 from tradehall.api.errors import ApiError, error_response
+from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import MemoryReplayGuard, ReplayGuard, check_replay
@@ -54,6 +55,22 @@ class AppState:
     views: dict[Any, tuple[Any, bytes]] = field(default_factory=dict)
     """Rendered answers kept while what they show is unchanged (``spot.depth``), by key:
     (validity stamp, encoded bytes)."""
+    monitor: Monitor = field(default_factory=Monitor)
+    """Request and error rates and the recent errors, for the operator view."""
+    admin_remote: bool = False
+    """The admin API (and the operator page) answer callers off loopback too (config
+    ``[server] admin_remote``); the token is required either way."""
+
+    def failed(
+        self,
+        scope: Scope,
+        code: int,
+        msg: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        """The error answer, counted and kept among the recent errors."""
+        return failed_answer(self.monitor, scope, code, msg, status, headers)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""
@@ -156,6 +173,18 @@ class Front(Protocol):
 
     @property
     def replay(self) -> ReplayGuard: ...
+
+    @property
+    def monitor(self) -> Monitor: ...
+
+    def failed(
+        self,
+        scope: Scope,
+        code: int,
+        msg: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+    ) -> Response: ...
 
     def check_writable(self) -> None: ...
 
@@ -298,18 +327,30 @@ def spec_of(route_endpoint: Callable[..., Any]) -> EndpointSpec | None:
     return _SPECS.get(route_endpoint)
 
 
-def failure_response(exc: Exception, scope: Scope) -> Response:
-    """The catalogue's answer to what a request's handling raised."""
+def failure_response(state: Front, exc: Exception, scope: Scope) -> Response:
+    """The catalogue's answer to what a request's handling raised (counted by the monitor)."""
     if isinstance(exc, ApiError):
-        return error_response(exc.code, exc.msg, exc.status, exc.headers)
+        return state.failed(scope, exc.code, exc.msg, exc.status, exc.headers)
     if isinstance(exc, Reject):
-        return error_response(exc.code, exc.msg, 400)
+        return state.failed(scope, exc.code, exc.msg, 400)
     if isinstance(exc, StoreError):
-        return error_response(
-            Code.INTERNAL, f"writes are stopped until the server restarts ({exc})", 503
-        )
+        msg = f"writes are stopped until the server restarts ({exc})"
+        return state.failed(scope, Code.INTERNAL, msg, 503)
     log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
-    return error_response(Code.UNKNOWN, "unknown error", 500)
+    return state.failed(scope, Code.UNKNOWN, "unknown error", 500)
+
+
+def failed_answer(
+    monitor: Monitor,
+    scope: Scope,
+    code: int,
+    msg: str,
+    status: int,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """The error answer, counted and kept among the recent errors."""
+    monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg)
+    return error_response(code, msg, status, headers)
 
 
 async def execute(
@@ -328,7 +369,7 @@ async def execute(
             state.check_writable()
         return await state.perform(spec, params, now, key, scope, receive)
     except Exception as exc:
-        return failure_response(exc, scope)
+        return failure_response(state, exc, scope)
 
 
 def endpoint(
@@ -354,6 +395,7 @@ def endpoint(
         client = scope.get("client")
         ip = client[0] if client else "unknown"
         limiter = state.limiter if limited else None
+        state.monitor.requests_total += 1
         try:
             if limiter is not None:
                 await limiter.admit_ip(ip)
@@ -416,7 +458,7 @@ def endpoint(
                 )
             return await state.perform(spec, params, now, key, scope, receive)
         except Exception as exc:
-            return failure_response(exc, scope)
+            return failure_response(state, exc, scope)
 
     async def run(request: Request) -> Response:
         out = await answer(request.app.state.tradehall, request.scope, request.receive)

@@ -722,6 +722,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", f"{_A}/audit"): _admin("adminAudit", "Check every invariant", wire.AdminAudit),
     ("GET", f"{_A}/status"): _admin("adminStatus", "Server status", wire.AdminStatus),
+    ("GET", f"{_A}/keys"): _admin("adminListKeys", "List API keys (no secrets)", admin.AdminKeys),
+    ("GET", f"{_A}/activity"): _admin(
+        "adminActivity",
+        "Open orders per market, request and error rates, recent errors",
+        admin.AdminActivity,
+    ),
     ("GET", PATH): Operation(
         "openapi",
         "This document",
@@ -1161,13 +1167,16 @@ def _operation(
 
 def served_operations(routes: Iterable[BaseRoute]) -> list[tuple[str, str]]:
     """``(METHOD, path)`` of every operation the routes serve (HEAD, implied by GET, aside;
-    WebSocket routes, which OpenAPI does not describe, aside: see docs/websocket.md)."""
+    WebSocket routes, which OpenAPI does not describe, aside: see docs/websocket.md; routes
+    marked ``include_in_schema=False``, the web pages, are no API operations)."""
     out = []
     for route in routes:
         if isinstance(route, WebSocketRoute):
             continue
         if not isinstance(route, Route):
             raise TypeError(f"cannot describe route {route!r}")
+        if not route.include_in_schema:  # the web pages and their files
+            continue
         for method in sorted(route.methods or ()):
             if method != "HEAD":
                 out.append((method, route.path))

@@ -165,7 +165,9 @@ class EngineService:
                 " (look the order up before sending it again)",
                 status=503,
             )
-            self._spawn(self._respond(msg, encode(answered(failure_response(error, {})))))
+            self._spawn(
+                self._respond(msg, encode(answered(failure_response(self.state, error, {}))))
+            )
             return
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._answers[fwd.id] = future
@@ -197,19 +199,19 @@ class EngineService:
         }
         spec = self.table.get((fwd.method, fwd.path))
         if spec is None:
-            return failure_response(
-                ApiError(Code.UNSUPPORTED, f"unknown path {fwd.path}", status=404), scope
-            )
+            error = ApiError(Code.UNSUPPORTED, f"unknown path {fwd.path}", status=404)
+            return failure_response(self.state, error, scope)
         key: ApiKey | None = None
         if spec.signed:
             # Checked again here, against the keys of record: a key revoked a moment ago on
             # the engine is refused even if a gateway has not heard of it yet.
             key = self.state.exchange.keys.get(fwd.api_key or "")
             if key is None or key.row.revoked is not None:
-                return failure_response(ApiError(Code.BAD_KEY, "invalid API key", 401), scope)
+                error = ApiError(Code.BAD_KEY, "invalid API key", 401)
+                return failure_response(self.state, error, scope)
             if spec.trade and key.row.read_only:
                 error = ApiError(Code.BAD_KEY, "this API key has no trade permission", 403)
-                return failure_response(error, scope)
+                return failure_response(self.state, error, scope)
         params = Params(fwd.params)
         return await execute(self.state, spec, params, self.state.clock(), key, scope, _no_body)
 

@@ -23,7 +23,8 @@ from starlette.types import Receive, Scope
 
 from tradehall.api.app import App, assemble, client_routes, wall_clock_ms
 from tradehall.api.errors import ApiError
-from tradehall.api.http import EndpointSpec
+from tradehall.api.http import EndpointSpec, failed_answer
+from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import ReplayGuard, make_guard
@@ -66,6 +67,7 @@ class Gateway:
         self._clock = clock
         self._limiter = RateLimiter(limits) if limits.enabled else None
         self._replay = make_guard(limits.storage)
+        self._monitor = Monitor()
         self.keys: dict[str, ApiKey] = {}
         self.keys_loaded = False
         self.nc: Nats | None = None
@@ -84,6 +86,20 @@ class Gateway:
     @property
     def replay(self) -> ReplayGuard:
         return self._replay
+
+    @property
+    def monitor(self) -> Monitor:
+        return self._monitor
+
+    def failed(
+        self,
+        scope: Scope,
+        code: int,
+        msg: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        return failed_answer(self._monitor, scope, code, msg, status, headers)
 
     # ------------------------------------------------------------- lifecycle
 

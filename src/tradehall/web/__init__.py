@@ -1,0 +1,1 @@
+"""The web interface served by the exchange itself (trader view and operator view)."""

@@ -1,0 +1,96 @@
+"""The web pages: the trader view at ``/``, the operator view at ``/admin`` and their files
+under ``/web/``, all shipped inside the package (no build step, nothing fetched at run time).
+
+Every page and file goes out with a strict Content-Security-Policy: scripts and styles only
+from this server, no inline script, style or handler, requests only to this server."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import PurePosixPath
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tradehall.api.admin import is_loopback
+from tradehall.api.http import AppState
+
+STATIC_PREFIX = "/web/"
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+    " connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+    ".LICENSE": "text/plain; charset=utf-8",
+    ".NOTICE": "text/plain; charset=utf-8",
+}
+_REFUSED_OFF_LOOPBACK = (
+    "<!doctype html><html lang=en><meta charset=utf-8><title>tradehall operator view</title>"
+    "<h1>Not available from here</h1><p>The operator view answers loopback callers only. To"
+    " open it to other addresses, set <code>admin_remote = true</code> under"
+    " <code>[server]</code> in the configuration (the admin token is still required).</p>"
+)
+
+
+def _load_files() -> dict[str, tuple[bytes, str]]:
+    """Every shipped file by its path under static/ (``vendor/x.js``), with its media type."""
+    files: dict[str, tuple[bytes, str]] = {}
+
+    def walk(folder: resources.abc.Traversable, prefix: str) -> None:
+        for entry in folder.iterdir():
+            if entry.is_dir():
+                walk(entry, f"{prefix}{entry.name}/")
+                continue
+            media = _TYPES.get(PurePosixPath(entry.name).suffix)
+            if media is not None:
+                files[prefix + entry.name] = (entry.read_bytes(), media)
+
+    walk(resources.files("tradehall.web") / "static", "")
+    return files
+
+
+def _answer(body: bytes, media: str, status: int = 200) -> Response:
+    headers = dict(SECURITY_HEADERS)
+    # The pages change with the installed version only; the data comes from the API.
+    headers["cache-control"] = "no-cache"
+    return Response(body, status_code=status, media_type=media, headers=headers)
+
+
+def routes() -> list[Route]:
+    files = _load_files()
+
+    async def trader(request: Request) -> Response:
+        return _answer(*files["index.html"])
+
+    async def operator(request: Request) -> Response:
+        state: AppState = request.app.state.tradehall
+        host = request.client.host if request.client else None
+        if not state.admin_remote and not is_loopback(host):
+            return _answer(_REFUSED_OFF_LOOPBACK.encode(), _TYPES[".html"], 403)
+        return _answer(*files["admin.html"])
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        found = files.get(name)
+        if found is None:
+            raise HTTPException(404)
+        return _answer(*found)
+
+    return [
+        Route("/", trader, methods=["GET"], include_in_schema=False),
+        Route("/admin", operator, methods=["GET"], include_in_schema=False),
+        Route(STATIC_PREFIX + "{name:path}", static, methods=["GET"], include_in_schema=False),
+    ]

@@ -1,0 +1,182 @@
+// The operator view: read-only panels over the admin API, plus two explicit actions
+// (deposit, revoke a key) that go through it too.
+
+import { AdminSession, watch } from './api.js';
+import { $, describeError, el, fillRows, formatTime, num, row, showMessage } from './dom.js';
+
+const state = { admin: null, stops: [], selectedUser: null };
+
+function kv(node, pairs) {
+  node.replaceChildren(...pairs.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+}
+
+function refreshAll() {
+  for (const watcher of state.stops) watcher.refresh();
+}
+
+function stopAll() {
+  for (const stop of state.stops) stop();
+  state.stops = [];
+}
+
+function failed(err) {
+  showMessage($('#token-message'), describeError(err), 'error');
+}
+
+function renderOverview([status, activity, system]) {
+  showMessage($('#token-message'), '');
+  $('#status-line').textContent = `version ${status.version} · ${status.writable ? 'writable' : 'WRITES STOPPED'}`;
+  kv($('#status'), [
+    ['Version', status.version],
+    ['Users', String(status.users)],
+    ['Open spot orders', String(status.openOrders)],
+    ['Writable', status.writable ? 'yes' : `no: ${status.failure}`],
+  ]);
+  kv($('#rates'), [
+    ['Requests / s (last minute)', String(activity.requestsPerSecond)],
+    ['Errors / s (last minute)', String(activity.errorsPerSecond)],
+    ['Requests since start', String(activity.requestsTotal)],
+    ['Errors since start', String(activity.errorsTotal)],
+  ]);
+  fillRows($('#markets-activity tbody'), activity.markets.map((m) => row(
+    m.symbol, m.kind, num(String(m.openOrders)), num(m.kind === 'futures' ? String(m.triggers) : ''),
+  )));
+  fillRows($('#errors tbody'), activity.recentErrors.map((e) => row(
+    formatTime(e.time), `${e.method} ${e.path}`, num(String(e.status)), num(String(e.code)), e.msg,
+  )), 'no errors since the server started');
+  fillRows($('#system tbody'), system.accounts.flatMap((a) => a.balances.map((b) => row(
+    a.account === 'fees' ? 'fee account' : a.account === 'pool' ? 'lending pool' : 'insurance fund',
+    b.asset, num(b.free), num(b.locked),
+  ))));
+}
+
+function renderAudit(audit) {
+  const result = $('#audit-result');
+  result.textContent = audit.ok ? 'OK: every invariant holds' : `${audit.problems.length} problem(s)`;
+  result.className = audit.ok ? 'ok-text' : 'bad-text';
+  $('#audit-problems').replaceChildren(...audit.problems.map((p) => el('li', {}, p)));
+  fillRows($('#assets tbody'), audit.assets.map((a) => row(
+    a.asset, num(a.held), num(a.depositsMinusWithdrawals), num(a.fees),
+  )));
+}
+
+function renderUsers(users) {
+  fillRows($('#users tbody'), users.users.map((u) => row(
+    num(String(u.id)), u.name, formatTime(u.created),
+    el('td', {}, el('button', { type: 'button', class: 'small', onclick: () => selectUser(u.id) }, 'Balances')),
+  )), 'no users');
+}
+
+function renderKeys(keys) {
+  fillRows($('#keys tbody'), keys.keys.map((k) => {
+    const action = k.revoked === null
+      ? el('button', { type: 'button', class: 'small danger', dataset: { apiKey: k.apiKey }, onclick: (e) => revoke(e.target, k.apiKey) }, 'Revoke')
+      : '';
+    const tr = row(`${k.apiKey.slice(0, 12)}…`, num(String(k.userId)), k.readOnly ? 'read only' : 'trade',
+      k.ips.length ? k.ips.join(', ') : 'any', k.revoked === null ? 'live' : `revoked ${formatTime(k.revoked)}`,
+      el('td', {}, action));
+    tr.dataset.apiKey = k.apiKey;
+    return tr;
+  }), 'no keys');
+}
+
+async function revoke(button, apiKey) {
+  // Two clicks: the first asks, the second revokes.
+  if (button.dataset.confirm !== 'yes') {
+    button.dataset.confirm = 'yes';
+    button.textContent = 'Confirm revoke';
+    return;
+  }
+  button.disabled = true;
+  try {
+    await state.admin.request('POST', '/keys/revoke', { apiKey });
+    showMessage($('#action-message'), `Key ${apiKey.slice(0, 12)}… revoked`, 'ok');
+    refreshAll();
+  } catch (err) {
+    showMessage($('#action-message'), `Revoke failed: ${describeError(err)}`, 'error');
+    button.disabled = false;
+  }
+}
+
+async function loadUserBalances() {
+  if (state.selectedUser === null) return null;
+  return state.admin.request('GET', '/balances', { userId: state.selectedUser });
+}
+
+function renderUserBalances(answer) {
+  if (!answer) return;
+  $('#balances-user').textContent = `user ${answer.userId}`;
+  fillRows($('#user-balances tbody'), answer.balances.map((b) => row(b.asset, num(b.free), num(b.locked))));
+}
+
+function selectUser(id) {
+  state.selectedUser = id;
+  $('#deposit-user').value = String(id);
+  loadUserBalances().then(renderUserBalances, failed);
+}
+
+$('#deposit-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const body = {
+    userId: String(form.get('userId')).trim(),
+    asset: String(form.get('asset')).trim().toUpperCase(),
+    amount: String(form.get('amount')).trim(),
+    txId: `web-${Date.now()}-${crypto.getRandomValues(new Uint32Array(1))[0]}`,
+  };
+  const button = event.target.querySelector('button');
+  button.disabled = true;
+  try {
+    const done = await state.admin.request('POST', '/deposit', body);
+    showMessage($('#action-message'), `Deposited ${done.amount} ${done.asset} to user ${done.userId} (tx ${done.txId}); free now ${done.free}`, 'ok');
+    selectUser(done.userId);
+    refreshAll();
+  } catch (err) {
+    showMessage($('#action-message'), `Deposit refused: ${describeError(err)}`, 'error');
+  } finally {
+    button.disabled = false;
+  }
+});
+
+function open(session) {
+  state.admin = session;
+  $('#token-form').hidden = true;
+  $('#opened').hidden = false;
+  $('#admin').hidden = false;
+  const a = session;
+  state.stops.push(
+    watch(() => Promise.all([a.request('GET', '/status'), a.request('GET', '/activity'), a.request('GET', '/system')]),
+      renderOverview, failed, 2000),
+    watch(() => a.request('GET', '/users'), renderUsers, failed, 3000),
+    watch(() => a.request('GET', '/keys'), renderKeys, failed, 3000),
+    watch(loadUserBalances, renderUserBalances, failed, 3000),
+    // The audit also reads the whole ledger from the store: every 10 s is plenty.
+    watch(() => a.request('GET', '/audit'), renderAudit, failed, 10000),
+  );
+}
+
+function close() {
+  stopAll();
+  state.admin = null;
+  $('#token-form').hidden = false;
+  $('#opened').hidden = true;
+  $('#admin').hidden = true;
+  $('#status-line').textContent = '';
+}
+
+$('#token-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const input = $('#admin-token');
+  const token = input.value.trim();
+  input.value = '';
+  try {
+    open(await AdminSession.open(token));
+    showMessage($('#token-message'), '');
+  } catch (err) {
+    const why = err.status === 401 ? 'the admin token is wrong' : err.status === 403 ? 'this address may not use the admin API' : 'the server refused';
+    showMessage($('#token-message'), `Not opened: ${why} (${describeError(err)})`, 'error');
+  }
+});
+
+$('#close').addEventListener('click', close);
+document.body.dataset.ready = 'true';

@@ -1,0 +1,431 @@
+// The trader view: markets, chart, book, trades, depth; after sign-in, the account.
+
+import { market, Session, watch } from './api.js';
+import { drawDepth } from './depth.js';
+import { $, describeError, el, fillRows, formatTime, num, row, showMessage } from './dom.js';
+
+const INTERVALS = ['1min', '5min', '15min', '1h', '1day'];
+const BOOK_LEVELS = 20;
+
+const state = {
+  markets: [], // {kind, symbol, label, pricePrecision}
+  tickers: new Map(), // symbol -> {last, rose}
+  selected: null,
+  interval: '1min',
+  freshChart: true,
+  session: null,
+  sessionOrders: new Map(), // spot order ids placed or seen this session -> last known order
+  stops: { market: [], account: [] },
+};
+
+// ------------------------------------------------------------------ chart
+
+const chart = LightweightCharts.createChart($('#chart'), {
+  autoSize: true,
+  layout: { background: { color: '#131722' }, textColor: '#c9d1e0', attributionLogo: false },
+  grid: { vertLines: { color: '#1f2533' }, horzLines: { color: '#1f2533' } },
+  timeScale: { timeVisible: true, secondsVisible: false },
+  rightPriceScale: { scaleMargins: { top: 0.08, bottom: 0.25 } },
+});
+const candles = chart.addSeries(LightweightCharts.CandlestickSeries, {
+  upColor: '#26a69a', downColor: '#ef5350', borderVisible: false,
+  wickUpColor: '#26a69a', wickDownColor: '#ef5350',
+});
+const volumes = chart.addSeries(LightweightCharts.HistogramSeries, {
+  priceFormat: { type: 'volume' }, priceScaleId: 'volume',
+});
+chart.priceScale('volume').applyOptions({ scaleMargins: { top: 0.8, bottom: 0 } });
+
+function showKlines(bars) {
+  const candleData = bars.map((b) => ({
+    time: Math.floor(b.idx / 1000),
+    open: Number(b.open), high: Number(b.high), low: Number(b.low), close: Number(b.close),
+  }));
+  candles.setData(candleData);
+  volumes.setData(bars.map((b, i) => ({
+    time: candleData[i].time,
+    value: Number(b.vol),
+    color: Number(b.close) >= Number(b.open) ? 'rgba(38,166,154,0.5)' : 'rgba(239,83,80,0.5)',
+  })));
+  $('#chart').dataset.bars = String(bars.length);
+  if (state.freshChart && bars.length) {
+    chart.timeScale().scrollToRealTime(); // a new market or interval opens on its latest bars
+    state.freshChart = false;
+  }
+}
+
+// ------------------------------------------------------------------ market list
+
+async function loadMarkets() {
+  const [symbols, contracts] = await Promise.all([market.symbols(), market.contracts()]);
+  state.markets = [
+    ...symbols.map((s) => ({
+      kind: 'spot', symbol: s.symbol, label: `${s.baseAsset}/${s.quoteAsset}`,
+      pricePrecision: s.pricePrecision, quantityPrecision: s.quantityPrecision,
+    })),
+    ...contracts.map((c) => ({
+      kind: 'futures', symbol: c.symbol, label: c.symbol,
+      pricePrecision: c.pricePrecision, quantityPrecision: 0,
+    })),
+  ];
+}
+
+async function loadTickers() {
+  const spot = state.markets.filter((m) => m.kind === 'spot');
+  const [spotTickers, futures] = await Promise.all([
+    Promise.all(spot.map((m) => market.spotTicker(m.symbol))),
+    state.markets.some((m) => m.kind === 'futures') ? market.futuresTickers() : [],
+  ]);
+  spot.forEach((m, i) => state.tickers.set(m.symbol, spotTickers[i]));
+  for (const t of futures) state.tickers.set(t.contractName, t);
+}
+
+function renderMarkets() {
+  fillRows($('#markets tbody'), state.markets.map((m) => {
+    const t = state.tickers.get(m.symbol);
+    const rose = t ? Number(t.rose) : 0;
+    const tr = row(
+      el('td', {}, m.label, el('span', { class: 'tag' }, m.kind === 'futures' ? 'perp' : 'spot')),
+      num(t ? t.last : ''),
+      num(t ? `${rose > 0 ? '+' : ''}${t.rose}%` : '', rose > 0 ? 'up' : rose < 0 ? 'down' : ''),
+    );
+    tr.dataset.symbol = m.symbol;
+    tr.classList.add('clickable');
+    if (state.selected && state.selected.symbol === m.symbol) tr.classList.add('selected');
+    tr.addEventListener('click', () => select(m));
+    return tr;
+  }));
+  const t = state.selected && state.tickers.get(state.selected.symbol);
+  $('#market-stats').textContent = t
+    ? `last ${t.last}  24h ${t.rose}%  high ${t.high}  low ${t.low}  vol ${t.vol}`
+    : '';
+}
+
+// ------------------------------------------------------------------ book, trades, depth
+
+function bookRows(levels) {
+  let total = 0;
+  const withTotals = levels.slice(0, BOOK_LEVELS).map(([price, qty]) => {
+    total += Number(qty);
+    return { price, qty, total };
+  });
+  return { rows: withTotals, total };
+}
+
+function renderBook(depth) {
+  const asks = bookRows(depth.asks);
+  const bids = bookRows(depth.bids);
+  const scale = Math.max(asks.total, bids.total) || 1;
+  const line = (level, cls) => {
+    const tr = row(num(level.price, cls), num(level.qty), num(level.total.toFixed(6).replace(/\.?0+$/, '')));
+    tr.classList.add('level', cls);
+    // The depth bar: a CSS custom property set through the CSSOM (allowed by the CSP).
+    tr.style.setProperty('--depth', `${((level.total / scale) * 100).toFixed(1)}%`);
+    return tr;
+  };
+  fillRows($('#asks'), asks.rows.map((l) => line(l, 'ask')).reverse(), 'no asks');
+  fillRows($('#bids'), bids.rows.map((l) => line(l, 'bid')), 'no bids');
+  const bestAsk = depth.asks.length ? Number(depth.asks[0][0]) : null;
+  const bestBid = depth.bids.length ? Number(depth.bids[0][0]) : null;
+  $('#spread').textContent = bestAsk !== null && bestBid !== null
+    ? `spread ${(bestAsk - bestBid).toFixed(state.selected.pricePrecision)}`
+    : '';
+  drawDepth($('#depth-chart'), { bids: depth.bids, asks: depth.asks });
+}
+
+function renderTrades(list) {
+  const tbody = $('#trades tbody');
+  if (list === null) {
+    fillRows(tbody, [], 'the futures API publishes no trade list; your own trades are below');
+    return;
+  }
+  fillRows(tbody, list.map((t) => row(
+    num(t.price, t.side === 'BUY' ? 'up' : 'down'), num(t.qty), formatTime(t.time).slice(11),
+  )), 'no trades yet');
+}
+
+// ------------------------------------------------------------------ selection and polling
+
+// After an order or a cancel: the account and the book show it at once.
+function refreshAccount() {
+  for (const watcher of [...state.stops.account, ...state.stops.market]) watcher.refresh();
+}
+
+function stopAll(which) {
+  for (const stop of state.stops[which]) stop();
+  state.stops[which] = [];
+}
+
+function reportMarketError(err) {
+  showMessage($('#page-message'), `Market data: ${describeError(err)}`, 'error');
+}
+
+function select(m) {
+  state.selected = m;
+  state.freshChart = true;
+  candles.applyOptions({
+    priceFormat: { type: 'price', precision: m.pricePrecision, minMove: 10 ** -m.pricePrecision },
+  });
+  $('#market-title').textContent = m.kind === 'futures' ? `${m.label} perpetual` : m.label;
+  document.body.dataset.kind = m.kind;
+  updateOrderForm();
+  renderMarkets();
+  stopAll('market');
+  const fine = () => showMessage($('#page-message'), '');
+  state.stops.market.push(
+    watch(() => market.depth(m, BOOK_LEVELS), (d) => { fine(); renderBook(d); }, reportMarketError, 1000),
+    watch(() => market.trades(m), renderTrades, reportMarketError, 1000),
+    watch(() => market.klines(m, state.interval), showKlines, reportMarketError, 2000),
+  );
+  if (state.session) watchAccount();
+}
+
+function renderIntervals() {
+  $('#intervals').replaceChildren(...INTERVALS.map((interval) => el('button', {
+    type: 'button',
+    class: interval === state.interval ? 'active' : '',
+    onclick: () => {
+      state.interval = interval;
+      renderIntervals();
+      if (state.selected) select(state.selected);
+    },
+  }, interval)));
+}
+
+// ------------------------------------------------------------------ account
+
+function renderOpenOrders(orders) {
+  const m = state.selected;
+  fillRows($('#open-orders tbody'), orders.map((o) => {
+    if (m.kind === 'spot') state.sessionOrders.set(String(o.orderId), o);
+    const cancel = el('button', {
+      type: 'button', class: 'small', dataset: { orderId: o.orderId },
+      onclick: async (event) => {
+        event.target.disabled = true;
+        try {
+          await state.session.cancel(m, o.orderId);
+          showMessage($('#order-message'), `Order ${o.orderId} cancelled`, 'ok');
+          refreshAccount();
+        } catch (err) {
+          showMessage($('#order-message'), `Cancel failed: ${describeError(err)}`, 'error');
+          event.target.disabled = false;
+        }
+      },
+    }, 'Cancel');
+    const side = m.kind === 'futures' ? `${o.side} ${o.action}` : o.side;
+    const tr = row(String(o.orderId), side, o.type, num(o.price), num(o.origQty), num(o.executedQty),
+      formatTime(o.time ?? o.transactTime), el('td', {}, cancel));
+    tr.dataset.orderId = String(o.orderId);
+    return tr;
+  }), 'no open orders');
+}
+
+// Most users have no margin account, and asking is then an error answer (-2017): the margin
+// account of the pair is looked up when asked for, and followed only once it exists.
+function showMarginButton(m) {
+  const button = el('button', { type: 'button', class: 'small', id: 'margin-load' }, `Show ${m.symbol}`);
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    try {
+      const margin = await state.session.marginAccount(m.symbol);
+      renderMargin(margin);
+      if (margin) {
+        state.stops.account.push(watch(() => state.session.marginAccount(m.symbol), renderMargin, reportAccountError, 2000));
+      }
+    } catch (err) {
+      reportAccountError(err);
+      button.disabled = false;
+    }
+  });
+  $('#margin-symbol').replaceChildren(m.kind === 'spot' ? button : '');
+  fillRows($('#margin-balances tbody'), [], m.kind === 'spot' ? 'not loaded' : 'select a spot pair');
+  $('#margin-risk').textContent = '';
+}
+
+function renderMargin(margin) {
+  $('#margin-symbol').textContent = margin ? margin.symbol : '';
+  fillRows($('#margin-balances tbody'), margin ? margin.assets.map((a) => row(
+    a.asset, num(a.free), num(a.locked), num(a.borrowed), num(a.interest),
+  )) : [], state.selected.kind === 'spot' ? 'no margin account on this pair' : 'select a spot pair');
+  $('#margin-risk').textContent = margin
+    ? `risk ${margin.riskStatus}${margin.liquidationPrice ? `, liquidation price ${margin.liquidationPrice}` : ''}`
+    : '';
+}
+
+function renderBalances(account, futures) {
+  fillRows($('#spot-balances tbody'), account.balances
+    .map((b) => row(b.asset, num(b.free), num(b.locked))));
+  fillRows($('#futures-balances tbody'), futures.account.map((a) => row(
+    a.marginCoin, num(a.accountNormal), num(a.accountLock), num(a.totalEquity), num(a.unrealizedAmount),
+  )), 'no futures account');
+  const positions = futures.account.flatMap((a) => a.positionVos.flatMap((g) => g.positions.map((p) => ({ ...p, contractName: g.contractName }))));
+  fillRows($('#positions tbody'), positions.map((p) => {
+    const pnl = Number(p.unRealizedAmount);
+    return row(p.contractName, p.side, num(p.volume), num(p.openPrice), num(p.indexPrice),
+      num(Number(p.reducePrice) > 0 ? p.reducePrice : '—'),
+      num(p.unRealizedAmount, pnl > 0 ? 'up' : pnl < 0 ? 'down' : ''), num(p.holdAmount), num(`${p.leverageLevel}x`));
+  }), 'no open positions');
+}
+
+async function spotHistory(m) {
+  // The spot API lists open orders only: the orders placed or seen open in this session are
+  // followed with GET /order until they end.
+  const ids = [...state.sessionOrders.keys()].slice(-20);
+  const orders = await Promise.all(ids.map(async (id) => {
+    const known = state.sessionOrders.get(id);
+    if (known.symbol !== m.symbol) return null;
+    if (['FILLED', 'CANCELED', 'REJECTED'].includes(known.status)) return known;
+    const fresh = await state.session.order(m, id);
+    state.sessionOrders.set(id, fresh);
+    return fresh;
+  }));
+  return orders.filter(Boolean).reverse();
+}
+
+function renderHistory(m, orders) {
+  const spot = m.kind === 'spot';
+  const statusNames = ['INIT', 'NEW', 'FILLED', 'PARTIALLY_FILLED', 'CANCELED', 'PENDING_CANCEL', 'EXPIRED'];
+  const typeNames = ['', 'LIMIT', 'MARKET', 'IOC', 'FOK', 'POST_ONLY'];
+  fillRows($('#order-history tbody'), orders.map((o) => (spot
+    ? row(String(o.orderId), o.side, o.type, num(o.price), num(o.origQty), num(o.executedQty), o.status)
+    : row(String(o.orderId), `${o.side} ${o.openOrClose}`, typeNames[o.type] || String(o.type), num(o.price),
+      num(o.volume), num(o.dealVolume), statusNames[o.status] || String(o.status)))),
+  spot ? 'no orders in this session yet' : 'no orders');
+}
+
+function renderMyTrades(trades) {
+  fillRows($('#my-trades tbody'), trades.map((t) => row(
+    String(t.id), t.side ?? (t.isBuyer ? 'BUY' : 'SELL'), num(t.price), num(t.qty),
+    num(`${t.fee}${t.feeCoin ? ` ${t.feeCoin}` : ''}`), formatTime(t.time),
+  )), 'no trades');
+}
+
+function reportAccountError(err) {
+  showMessage($('#account-message'), `Account: ${describeError(err)}`, 'error');
+}
+
+const accountFine = () => showMessage($('#account-message'), '');
+
+function watchAccount() {
+  stopAll('account');
+  const m = state.selected;
+  const s = state.session;
+  showMarginButton(m);
+  state.stops.account.push(
+    watch(() => s.openOrders(m), (orders) => { accountFine(); renderOpenOrders(orders); },
+      reportAccountError, 1000),
+    watch(() => Promise.all([s.account(), s.futuresAccount()]),
+      ([a, f]) => renderBalances(a, f), reportAccountError, 2000),
+
+    watch(() => (m.kind === 'spot' ? spotHistory(m) : s.futuresOrderHistory(m)),
+      (orders) => renderHistory(m, orders), reportAccountError, 2000),
+    watch(() => s.myTrades(m), renderMyTrades, reportAccountError, 2000),
+  );
+}
+
+function setSession(session) {
+  state.session = session;
+  state.sessionOrders.clear();
+  $('#signin').hidden = Boolean(session);
+  $('#signed-in').hidden = !session;
+  $('#account').hidden = !session;
+  $('#account-hint').hidden = Boolean(session);
+  $('#order-submit').disabled = !session;
+  if (session) {
+    $('#signed-in-key').textContent = `key ${session.apiKey.slice(0, 8)}…`;
+    watchAccount();
+  } else {
+    stopAll('account');
+  }
+}
+
+$('#signin').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const apiKey = $('#api-key').value.trim();
+  const secretInput = $('#api-secret');
+  const secret = secretInput.value.trim();
+  secretInput.value = ''; // the secret lives on only inside the CryptoKey
+  showMessage($('#signin-message'), 'Signing in…');
+  try {
+    const session = await Session.open(apiKey, secret);
+    showMessage($('#signin-message'), '');
+    setSession(session);
+  } catch (err) {
+    const why = err.status === 401 || err.status === 403
+      ? 'the API key or secret is wrong, or the key was revoked'
+      : 'the server did not accept the sign-in';
+    showMessage($('#signin-message'), `Sign-in failed: ${why} (${describeError(err)})`, 'error');
+  }
+});
+
+$('#signout').addEventListener('click', () => {
+  setSession(null);
+  showMessage($('#signin-message'), 'Signed out', 'info');
+});
+
+$('#order-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const m = state.selected;
+  const order = {
+    side: form.get('side'),
+    type: form.get('type'),
+    open: form.get('open'),
+    volume: String(form.get('volume')).trim(),
+    price: String(form.get('price')).trim(),
+  };
+  const button = $('#order-submit');
+  button.disabled = true;
+  try {
+    const placed = await state.session.placeOrder(m, order);
+    if (m.kind === 'spot') state.sessionOrders.set(String(placed.orderId), placed);
+    showMessage($('#order-message'), `Order ${placed.orderId} placed${placed.status ? ` (${placed.status})` : ''}`, 'ok');
+    refreshAccount();
+  } catch (err) {
+    showMessage($('#order-message'), `Order refused: ${describeError(err)}`, 'error');
+  } finally {
+    button.disabled = !state.session;
+  }
+});
+
+// The price field and the quantity's meaning follow the market, the type, side and action.
+function updateOrderForm() {
+  const form = new FormData($('#order-form'));
+  const market = form.get('type') === 'MARKET';
+  $('.price-field').hidden = market;
+  const futures = state.selected && state.selected.kind === 'futures';
+  $('#volume-label').textContent = market && form.get('side') === 'BUY' && !futures
+    ? 'Amount to spend (quote)'
+    : market && futures && form.get('open') === 'OPEN' ? 'Value (quote)' : futures ? 'Contracts' : 'Quantity';
+}
+
+$('#order-form').addEventListener('change', updateOrderForm);
+
+$('#leverage-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  try {
+    const answer = await state.session.setLeverage(state.selected, $('#leverage').value.trim());
+    showMessage($('#order-message'), `Leverage on ${answer.contractName} is ${answer.nowLevel}x`, 'ok');
+  } catch (err) {
+    showMessage($('#order-message'), `Leverage not changed: ${describeError(err)}`, 'error');
+  }
+});
+
+// ------------------------------------------------------------------ start
+
+async function start() {
+  setSession(null);
+  renderIntervals();
+  try {
+    await loadMarkets();
+  } catch (err) {
+    reportMarketError(err);
+    return;
+  }
+  const wanted = new URLSearchParams(location.search).get('market');
+  select(state.markets.find((m) => m.symbol === wanted) || state.markets[0]);
+  watch(loadTickers, renderMarkets, reportMarketError, 3000);
+  document.body.dataset.ready = 'true';
+}
+
+start();

@@ -1,0 +1,276 @@
+"""The pages in a real browser (Debian's chromium, driven by Playwright) against a real
+``tradehall serve --demo`` process: market data shows, a signed order placed from the form
+rests on the book and is cancelled from the page, a wrong secret is told clearly, the operator
+view opens with the admin token only."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from support import ServerProcess, start_server
+from tradehall.client import AdminClient, Client
+from tradehall.web.screenshots import CHROMIUM, launch_chromium
+
+if not CHROMIUM.exists():
+    pytest.skip(
+        f"{CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)",
+        allow_module_level=True,
+    )
+
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+
+TIMEOUT_MS = 10_000
+
+
+@dataclass
+class Venue:
+    server: ServerProcess
+    token: str
+    demo: dict[str, Any]
+    maker: Client
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.url, self.token)
+
+    def trader(self) -> Client:
+        return Client(self.url, self.demo["apiKey"], self.demo["secret"])
+
+
+@pytest.fixture(scope="module")
+def venue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venue]:
+    """A demo server with a second user who made two trades and left a book on BTCUSDT."""
+    data = tmp_path_factory.mktemp("web") / "data"
+    server = start_server(data, "--demo")
+    try:
+        assert server.demo is not None
+        token = (data / "admin.token").read_text().strip()
+        with AdminClient(server.url, token) as admin:
+            user = admin.create_user("maker")["id"]
+            key = admin.create_key(user)
+            admin.deposit(user, "BTC", "50", tx_id="maker-btc")
+            admin.deposit(user, "USDT", "5000000", tx_id="maker-usdt")
+        maker = Client(server.url, key["apiKey"], key["secret"])
+        with Client(server.url, server.demo["apiKey"], server.demo["secret"]) as demo:
+            for price in ("30000", "30100"):
+                maker.create_order("BTCUSDT", "SELL", "LIMIT", volume="0.1", price=price)
+                demo.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.1", price=price)
+        for i in range(1, 6):
+            maker.create_order("BTCUSDT", "SELL", "LIMIT", volume="0.2", price=f"{30100 + i * 10}")
+            maker.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.2", price=f"{30000 - i * 10}")
+        yield Venue(server, token, server.demo, maker)
+        maker.close()
+    finally:
+        server.stop(signal.SIGTERM)
+        if server.proc.poll() is None:
+            server.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = launch_chromium(playwright)
+        yield launched
+        launched.close()
+
+
+@dataclass
+class Watched:
+    page: Page
+    errors: list[str]
+    requests: list[str]
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Watched]:
+    """A fresh page (own storage) recording console errors, uncaught exceptions and every
+    request it sends (URL, headers, body)."""
+    context = browser.new_context()
+    opened = context.new_page()
+    opened.set_default_timeout(TIMEOUT_MS)
+    watched = Watched(opened, [], [])
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            watched.errors.append(message.text)
+
+    opened.on("console", console)
+    opened.on("pageerror", lambda exc: watched.errors.append(f"uncaught: {exc}"))
+    opened.on(
+        "request",
+        lambda r: watched.requests.append(f"{r.url} {r.headers} {r.post_data or ''}"),
+    )
+    yield watched
+    context.close()
+
+
+def sign_in(page: Page, api_key: str, secret: str) -> None:
+    page.fill("#api-key", api_key)
+    page.fill("#api-secret", secret)
+    page.click("#signin button[type=submit]")
+
+
+def test_trader_view_loads_cleanly_and_shows_the_market(venue: Venue, page: Watched) -> None:
+    p = page.page
+    answer = p.goto(venue.url + "/")
+    assert answer is not None and "script-src 'self'" in answer.headers["content-security-policy"]
+    p.wait_for_selector("body[data-ready=true]")
+    # Every market, spot and futures, with its last price.
+    expect(p.locator("#markets tbody tr")).to_have_count(6)
+    expect(p.locator("#markets tr[data-symbol=BTCUSDT] td.num").first).to_have_text("30100.00")
+    expect(p.locator("#markets tr[data-symbol='E-BTC-USDT']")).to_have_count(1)
+    # The book, top levels each side, with depth bars; the two trades; the chart's bar.
+    expect(p.locator("#asks tr.level")).to_have_count(5)
+    expect(p.locator("#bids tr.level")).to_have_count(5)
+    best_bid = p.locator("#bids tr.level").first
+    expect(best_bid.locator("td").first).to_have_text("29990.00")
+    depth = p.eval_on_selector(
+        "#bids tr.level:last-child", "e => e.style.getPropertyValue('--depth')"
+    )
+    assert depth == "100.0%"
+    expect(p.locator("#trades tbody tr")).to_have_count(2)
+    expect(p.locator("#chart")).to_have_attribute("data-bars", re.compile(r"^[1-9]"))
+    assert p.locator("#chart canvas").count() > 0
+    assert p.eval_on_selector("#depth-chart", "c => c.width") > 0
+    p.wait_for_timeout(1500)  # a round of polling more
+    assert page.errors == []
+
+
+def test_signed_order_from_the_form_rests_and_is_cancelled(venue: Venue, page: Watched) -> None:
+    p = page.page
+    p.goto(venue.url + "/?market=BTCUSDT")
+    p.wait_for_selector("body[data-ready=true]")
+    sign_in(p, venue.demo["apiKey"], venue.demo["secret"])
+    expect(p.locator("#account")).to_be_visible()
+    expect(p.locator("#spot-balances tbody tr")).to_have_count(3)
+
+    p.check("input[name=side][value=BUY]")
+    p.check("input[name=type][value=LIMIT]")
+    p.fill("#order-price", "12345.67")
+    p.fill("#order-volume", "0.01")
+    p.click("#order-submit")
+    expect(p.locator("#order-message")).to_contain_text("placed")
+    order_id = re.search(r"Order (\d+) placed", p.inner_text("#order-message"))
+    assert order_id is not None
+    oid = order_id.group(1)
+    # On the book (a level of its own) and among the open orders, on the page and on the API.
+    expect(p.locator("#bids tr.level td:first-child", has_text="12345.67")).to_have_count(1)
+    row = p.locator(f"#open-orders tr[data-order-id='{oid}']")
+    expect(row).to_have_count(1)
+    with venue.trader() as trader:
+        assert [o["orderId"] for o in trader.open_orders("BTCUSDT")] == [oid]
+
+    row.locator("button").click()
+    expect(p.locator("#order-message")).to_contain_text(f"Order {oid} cancelled")
+    expect(row).to_have_count(0)
+    expect(p.locator("#bids tr.level td:first-child", has_text="12345.67")).to_have_count(0)
+    expect(p.locator("#order-history tbody tr", has_text="CANCELED")).to_have_count(1)
+    with venue.trader() as trader:
+        assert trader.get_order("BTCUSDT", oid)["status"] == "CANCELED"
+
+    # The secret went nowhere: not in any request, not in the browser's storage.
+    secret = venue.demo["secret"]
+    assert page.requests and not any(secret in r for r in page.requests)
+    assert any("x-ch-sign" in r.lower() for r in page.requests)
+    stored = p.evaluate("() => JSON.stringify([localStorage, sessionStorage, document.cookie])")
+    assert secret not in stored and venue.demo["apiKey"] not in stored
+    assert p.input_value("#api-secret") == ""
+    assert page.errors == []
+
+
+def test_a_refused_order_and_a_futures_market_show_without_errors(
+    venue: Venue, page: Watched
+) -> None:
+    p = page.page
+    p.goto(venue.url + "/?market=E-BTC-USDT")
+    p.wait_for_selector("body[data-ready=true]")
+    sign_in(p, venue.demo["apiKey"], venue.demo["secret"])
+    expect(p.locator("#futures-balances tbody tr")).to_have_count(2)
+    expect(p.locator("#leverage-form")).to_be_visible()
+    p.fill("#leverage", "7")
+    p.click("#leverage-form button")
+    expect(p.locator("#order-message")).to_contain_text("Leverage on E-BTC-USDT is 7x")
+    p.fill("#order-price", "100.05")  # more decimals than the contract's one
+    p.fill("#order-volume", "1")
+    p.click("#order-submit")
+    expect(p.locator("#order-message")).to_contain_text("Order refused")
+    expect(p.locator("#order-message")).to_contain_text("code -1111")
+    # The refusal is an error answer the page expected: only that one resource error.
+    assert all("400" in e for e in page.errors) and len(page.errors) == 1
+
+
+def test_a_wrong_secret_is_told_clearly(venue: Venue, page: Watched) -> None:
+    p = page.page
+    p.goto(venue.url + "/")
+    p.wait_for_selector("body[data-ready=true]")
+    sign_in(p, venue.demo["apiKey"], "0" * 32)
+    message = p.locator("#signin-message")
+    expect(message).to_contain_text("Sign-in failed: the API key or secret is wrong")
+    expect(message).to_contain_text("code -")
+    expect(p.locator("#account")).to_be_hidden()
+    expect(p.locator("#order-submit")).to_be_disabled()
+
+
+def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
+    p = page.page
+    with Client(venue.url) as public:
+        unknown = public.request(
+            "GET", "/spot/open/sapi/v1/ticker", params={"symbol": "NO"}, signed=False
+        )
+    assert unknown.status_code == 400
+    p.goto(venue.url + "/admin")
+    p.fill("#admin-token", venue.token)
+    p.click("#token-form button[type=submit]")
+    expect(p.locator("#admin")).to_be_visible()
+    expect(p.locator("#users tbody tr")).to_have_count(2)
+    expect(p.locator("#audit-result")).to_have_text("OK: every invariant holds")
+    expect(p.locator("#assets tbody tr", has_text="USDT")).to_have_count(1)
+    expect(p.locator("#system tbody tr", has_text="fee account")).to_have_count(3)
+    book = p.locator("#markets-activity tbody tr", has_text="BTCUSDT")
+    expect(book.locator("td").nth(2)).to_have_text("10")
+    expect(p.locator("#rates")).to_contain_text("Requests since start")
+    refused = p.locator("#errors tbody tr", has_text="GET /spot/open/sapi/v1/ticker").first
+    expect(refused).to_contain_text(str(unknown.json()["code"]))
+
+    # Deposit, an explicit action through the admin API.
+    with venue.admin() as admin:
+        before = {b["asset"]: b["free"] for b in admin.balances(1)["balances"]}
+        spare = admin.create_key(1)["apiKey"]
+    p.fill("#deposit-user", "1")
+    p.fill("#deposit-asset", "eth")
+    p.fill("#deposit-amount", "2.5")
+    p.click("#deposit-form button")
+    expect(p.locator("#action-message")).to_contain_text("Deposited 2.5 ETH to user 1")
+    with venue.admin() as admin:
+        after = {b["asset"]: b["free"] for b in admin.balances(1)["balances"]}
+    assert float(after["ETH"]) == float(before["ETH"]) + 2.5
+    expect(p.locator("#user-balances tbody tr", has_text="ETH")).to_have_count(1)
+
+    # Revoking a key takes two clicks.
+    button = p.locator(f"#keys tr[data-api-key='{spare}'] button")
+    button.click()
+    expect(button).to_have_text("Confirm revoke")
+    button.click()
+    expect(p.locator("#action-message")).to_contain_text("revoked")
+    with venue.admin() as admin:
+        assert admin.request("GET", "/admin/v1/keys").json()["keys"][-1]["revoked"] is not None
+    expect(p.locator(f"#keys tr[data-api-key='{spare}']")).to_contain_text("revoked")
+    assert page.errors == []
+
+
+def test_operator_view_refuses_a_wrong_token(venue: Venue, page: Watched) -> None:
+    p = page.page
+    p.goto(venue.url + "/admin")
+    p.fill("#admin-token", "not-the-token")
+    p.click("#token-form button[type=submit]")
+    expect(p.locator("#token-message")).to_contain_text("the admin token is wrong")
+    expect(p.locator("#admin")).to_be_hidden()

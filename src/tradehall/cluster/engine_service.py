@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Scope
@@ -94,6 +95,7 @@ class EngineService:
         self.started = clock()
         self.table = endpoint_table(client_routes())
         self.nc: Nats | None = None
+        self._commands: Subscription | None = None
         self._answers: OrderedDict[str, asyncio.Future[bytes]] = OrderedDict()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.executed = 0
@@ -124,17 +126,21 @@ class EngineService:
         await self.nc.flush()
 
     async def stop(self) -> None:
+        """Take no more commands, answer those taken (their commits are still to come: the
+        committer is flushed after this), then leave NATS."""
         nc, self.nc = self.nc, None
         if self._on_commit in self.state.committer.listeners:
             self.state.committer.listeners.remove(self._on_commit)
         if nc is None:
             return
-        with contextlib.suppress(Exception):
-            await nc.drain()  # no new commands; those received are handled...
-        if self._tasks:  # ...and answered (their commit is still to come)
+        if self._commands is not None:
+            with contextlib.suppress(Exception):
+                # Those already received are still sorted (nats-py leaves drain unannotated).
+                await self._commands.drain()  # type: ignore[no-untyped-call]
+        if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10)
         with contextlib.suppress(Exception):
-            await nc.close()
+            await nc.drain()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -180,8 +186,11 @@ class EngineService:
             out = await self.run(fwd)
             data = encode(answered(out))
         except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: a resend gets it when it awaits
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # retrieved: a resend gets it when it awaits
             raise
         future.set_result(data)
         self.executed += 1

@@ -6,12 +6,15 @@ a key revoked, a command sent twice."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +24,7 @@ from typing import Any
 import msgspec
 import pytest
 
+import tradehall
 from support import (
     NATS_URL,
     ServerProcess,
@@ -31,6 +35,7 @@ from support import (
     tradehall_command,
 )
 from tradehall.client import AdminClient, ApiError, Client
+from tradehall.client.signing import request_path_for_signing, sign, signature_payload
 from tradehall.datadir import DataDir
 
 SYMBOL = "BTCUSDT"
@@ -265,6 +270,21 @@ def test_a_command_sent_twice_is_applied_once(tmp_path: Path, stopped: list[Serv
     assert answers[0].body == answers[1].body == answers[2].body
     assert len(client.open_orders(SYMBOL)) == 1
 
+    # A resend of an id this engine never saw, first sent before it started: the engine
+    # before it may have applied it, so it is refused rather than applied (maybe) twice.
+    orphan = msgspec.structs.replace(command, id=uuid.uuid4().hex, first_sent=0, attempt=2)
+
+    async def send_orphan() -> bytes:
+        nc = await connect(NATS_URL, "test")
+        try:
+            return (await nc.request(f"{subject}.cmd", encode(orphan), timeout=10)).data
+        finally:
+            await nc.close()
+
+    refused = decode_answered(asyncio.run(send_orphan()))
+    assert refused.status == 503 and msgspec.json.decode(refused.body)["code"] == -1001
+    assert len(client.open_orders(SYMBOL)) == 1
+
 
 def test_gateway_start_without_nats_is_a_clear_error() -> None:
     done = subprocess.run(
@@ -362,3 +382,46 @@ def test_nats_restarted_under_load_nothing_lost_nothing_twice(
     finally:
         nats.kill()
         nats.wait(10)
+
+
+def test_gateways_share_replay_protection_through_redis(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    try:
+        socket.create_connection(("127.0.0.1", 6379), 1).close()
+    except OSError:
+        pytest.skip("no Redis on 127.0.0.1:6379: shared replay protection untested")
+    reason = nats_unreachable()
+    if reason:
+        pytest.skip(reason)
+    config = tmp_path / "config.toml"
+    default = (Path(tradehall.__file__).parent / "default_config.toml").read_text()
+    config.write_text(default + '\n[limits]\nstorage = "redis://127.0.0.1:6379"\n')
+    subject = f"test-{uuid.uuid4().hex}"
+    engine = start_engine(tmp_path / "data", subject, "--demo", "--config", str(config))
+    stopped.append(engine)
+    first = start_gateway(subject, "--config", str(config))
+    stopped.append(first)
+    second = start_gateway(subject, "--config", str(config))
+    stopped.append(second)
+    assert engine.demo is not None
+    path = "/spot/open/sapi/v1/account"
+    ts = str(int(time.time() * 1000))
+    signed_path = request_path_for_signing(path, "")
+    signature = sign(engine.demo["secret"], signature_payload(ts, "GET", signed_path, b""))
+    headers = {"X-CH-APIKEY": engine.demo["apiKey"], "X-CH-TS": ts, "X-CH-SIGN": signature}
+    accepted = get(first.url + path, headers)
+    replayed = get(second.url + path, headers)
+    assert accepted[0] == 200 and "balances" in accepted[1], accepted
+    assert replayed[0] == 401 and replayed[1]["code"] == -1022
+    assert "replayed" in replayed[1]["msg"]
+
+
+def get(url: str, headers: dict[str, str]) -> tuple[int, Any]:
+    """(status, JSON body) of one plain GET."""
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())

@@ -4,6 +4,7 @@ engine process's own ceiling (pre-admitted placement commands flooded over NATS,
 
     python -m bench.gateway                  # 3 alternated rounds, 4 s windows
     python -m bench.gateway --rounds 5 --duration 6 --out gateway.json
+    python -m bench.gateway --latency        # open-loop p50/p99 at 50 % and 80 % of each max
 
 Needs NATS on --nats (default nats://127.0.0.1:4222). Nothing is pinned: on a small machine the
 engine, the gateways, NATS and the load generator share the cores, so a round's figure depends
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import kill, machine, process_cpu_seconds, python
+from bench.loadgen import TARGET_FRACTION
 from bench.wire import WireSpec, create_accounts, loadgen, start_announcing
 
 PING = "/spot/open/sapi/v1/ping"
@@ -83,16 +85,46 @@ def topology(kind: str, spec: GatewaySpec, work: Path) -> Iterator[tuple[dict[st
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def wire_spec(spec: GatewaySpec) -> WireSpec:
+    return WireSpec(
+        accounts=spec.accounts,
+        closed_connections=spec.connections,
+        warmup=spec.warmup,
+        duration=spec.duration,
+        step_duration=spec.duration,
+        fractions=(0.5, TARGET_FRACTION),
+        refine=0,
+    )
+
+
+def latency_at_80(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
+    """The wire harness's open-loop placements at 50 % and 80 % of ``kind``'s own closed-loop
+    maximum (measured first, in the same run): p50/p99 at each step."""
+    with topology(kind, spec, work) as (target, admin_url):
+        accounts = create_accounts(admin_url, admin_token(target), spec.accounts)
+        wire = wire_spec(spec)
+        loadgen("seed", target, wire, NO_PINNING, work, accounts, extra=SEED)
+        result = loadgen("place", target, wire, NO_PINNING, work, accounts)
+    return {
+        "closed_max": result["open"]["closed_max"],
+        "steps": [
+            {
+                "fraction": step["fraction_of_closed_max"],
+                "offered_rate": step["offered_rate"],
+                "p50_ms": step["latency_ms"].get("p50"),
+                "p99_ms": step["latency_ms"].get("p99"),
+                "errors": step["errors"],
+            }
+            for step in result["open"]["steps"]
+        ],
+    }
+
+
 def placements(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
     """Closed-loop signed placements (the wire harness's ``place``) through ``kind``."""
     with topology(kind, spec, work) as (target, admin_url):
         accounts = create_accounts(admin_url, admin_token(target), spec.accounts)
-        wire = WireSpec(
-            accounts=spec.accounts,
-            closed_connections=spec.connections,
-            warmup=spec.warmup,
-            duration=spec.duration,
-        )
+        wire = wire_spec(spec)
         loadgen("seed", target, wire, NO_PINNING, work, accounts, extra=SEED)
         pids = {"engine": [target["pid"]]}
         if "gateway_pid" in target:
@@ -267,11 +299,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--accounts", type=int, default=GatewaySpec.accounts)
     parser.add_argument("--nats", default=GatewaySpec.nats)
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON.")
+    parser.add_argument(
+        "--latency",
+        action="store_true",
+        help="Instead: open-loop p50/p99 at 50 %% and 80 %% of each topology's own maximum.",
+    )
     args = parser.parse_args(argv)
     spec = GatewaySpec(
         rounds=args.rounds, duration=args.duration, accounts=args.accounts, nats=args.nats
     )
     with tempfile.TemporaryDirectory(prefix="tradehall-bench-gw-work-") as work:
+        if args.latency:
+            latency = {kind: latency_at_80(kind, spec, Path(work)) for kind in KINDS[:3]}
+            text = json.dumps({"spec": asdict(spec), "latency": latency}, indent=1)
+            if args.out:
+                args.out.write_text(text)
+            print(text)
+            return
         result = run(spec, Path(work))
     text = json.dumps(result, indent=2)
     if args.out:

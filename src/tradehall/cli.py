@@ -360,6 +360,14 @@ def gateway(
         def make_gateway() -> Gateway:
             return Gateway(nats_url, subject, limits=limits, timeout=timeout)
 
+        if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):
+            typer.echo(
+                f"warning: {workers} workers with limits.storage = {limits.storage!r}: each"
+                " worker keeps its own rate limits and replay guard; set a Redis URL to"
+                " share them (docs/deployment.md)",
+                err=True,
+            )
+
         def announce(url: str) -> None:
             if as_json:
                 typer.echo(json.dumps({"url": url, "workers": workers, "nats": nats_url}))

@@ -105,6 +105,7 @@ def _die_with_parent() -> None:
 
 
 _PR_SET_PDEATHSIG = 1
+RESPAWN_PAUSE = 0.5
 
 
 def _supervise(
@@ -149,6 +150,7 @@ def _supervise(
             stop(signal.SIGTERM, None)
             continue
         log.warning("gateway worker %d ended (status %d); starting another", pid, status)
+        time.sleep(RESPAWN_PAUSE)  # a worker failing at once must not fork in a tight loop
         children.add(spawn())
     if failed:
         raise server.StartError("a gateway worker did not start (see the log above)")

@@ -26,7 +26,7 @@ from statistics import median
 from typing import Any
 
 from bench.common import REPO, affinity, cpu_plan, kill, machine, pinned, python, python_env
-from bench.wire import WireSpec, brief, create_accounts, loadgen, start_announcing
+from bench.wire import WireSpec, brief, create_accounts, loadgen, seed_book, start_announcing
 
 
 def _place(
@@ -113,8 +113,7 @@ def run(
         try:
             token = (data_dir / "admin.token").read_text().strip()
             funded = create_accounts(server["url"], token, accounts)
-            extra = {"levels": spec.seed_levels, "per_level": spec.seed_per_level}
-            loadgen("seed", server, spec, plan, work, funded, extra=extra)
+            seed_book(server, spec, plan, work, funded)
             log("  ws fan-out: placements, no subscriber")
             before = _place(server, spec, plan, work, funded)
             log(f"  ws fan-out: {clients} subscribers connecting")

@@ -22,6 +22,7 @@ from tradehall.api.app import create_app
 from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.sim.faults import FaultInjector
 from tradehall.store.base import collector_paused
 from tradehall.store.factory import open_store
 
@@ -36,15 +37,6 @@ class StartError(Exception):
 
 AppFactory = Callable[[Exchange, str, LimitSettings], ASGIApp]
 """(exchange, admin token, rate limits) -> the app a server process serves."""
-
-
-def serve_app(exchange: Exchange, token: str, limits: LimitSettings) -> ASGIApp:
-    return create_app(
-        exchange,
-        admin_token=token,
-        limits=limits,
-        admin_remote=exchange.config.server.admin_remote,
-    )
 
 
 class GracefulServer(uvicorn.Server):
@@ -118,6 +110,27 @@ def recover_for_serving(exchange: Exchange) -> None:
         gc.freeze()
 
 
+def app_with_faults(
+    exchange: Exchange, token: str, limits: LimitSettings, simulate: bool, admin_remote: bool
+) -> ASGIApp:
+    """The API, with the simulation settings, wrapped in the fault injector when the
+    configuration enables one (docs/simulation.md)."""
+    settings = exchange.config.simulation
+    app = create_app(
+        exchange,
+        admin_token=token,
+        limits=limits,
+        simulation=settings,
+        run_simulation=simulate,
+        admin_remote=admin_remote,
+    )
+    if not settings.faults.enabled:
+        return app
+    injector = FaultInjector(app, settings.faults)
+    app.state.tradehall.faults = injector
+    return injector
+
+
 def run(
     cfg: Config,
     datadir: DataDir,
@@ -127,10 +140,13 @@ def run(
     demo: bool,
     announce: Callable[[str, dict[str, Any] | None], None],
     rate_limits: bool = True,
-    make_app: AppFactory = serve_app,
+    simulate: bool = False,
+    make_app: AppFactory | None = None,
 ) -> None:
-    """Serve until signalled. The caller holds the data folder's lock (the store: SQLite in the
-    folder, or PostgreSQL, whose advisory lock the store takes)."""
+    """Serve until signalled; with ``simulate`` the market simulation starts with the server
+    (``tradehall sim start`` can start it later otherwise). The caller holds the data
+    folder's lock (the store: SQLite in the folder, or PostgreSQL, whose advisory lock the
+    store takes)."""
     store = open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
     try:
         store.migrate()
@@ -146,7 +162,12 @@ def run(
         limits = dataclasses.replace(cfg.limits, enabled=cfg.limits.enabled and rate_limits)
         sock = listen(host, port)
         try:
-            server = GracefulServer(uvicorn_config(make_app(exchange, token, limits)))
+            app = (
+                make_app(exchange, token, limits)
+                if make_app is not None
+                else app_with_faults(exchange, token, limits, simulate, cfg.server.admin_remote)
+            )
+            server = GracefulServer(uvicorn_config(app))
             # From the moment we announce, a signal must mean a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, server.handle_exit)

@@ -90,7 +90,7 @@ def topology(
     request: pytest.FixtureRequest, tmp_path: Path, stopped: list[ServerProcess]
 ) -> Topology:
     if request.param == "serve":
-        server = start_server(tmp_path / "data", "--demo")
+        server = start_server(tmp_path / "data", "--demo", "--no-sim")
         stopped.append(server)
         assert server.demo is not None
         return Topology(server.url, server.demo, admin_of(server), [server])

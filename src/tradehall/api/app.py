@@ -24,6 +24,8 @@ from tradehall.codes import Code
 from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
 from tradehall.scheduler import Scheduler
+from tradehall.sim.runner import Simulation
+from tradehall.sim.settings import SimulationSettings
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.hub import Hub
 from tradehall.stream.routes import routes as stream_routes
@@ -139,14 +141,19 @@ def create_app(
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
+    simulation: SimulationSettings | None = None,
+    run_simulation: bool = False,
     admin_remote: bool = False,
     client_api: bool = True,
     companion: Companion | None = None,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
-    drive it with ``app.state.scheduler.tick()``. ``client_api=False`` (the engine process,
-    whose clients reach it through gateways) serves the admin API only, without streams."""
+    drive it with ``app.state.scheduler.tick()``. The market simulation (``simulation``
+    settings, by default the configuration's) starts with the app under
+    ``run_simulation``, or later by ``tradehall sim start``. ``client_api=False`` (the engine
+    process, whose clients reach it through gateways) serves the admin API only, without
+    streams or pages."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -160,6 +167,9 @@ def create_app(
     )
 
     scheduler = Scheduler(exchange, committer, clock)
+    state.simulation = Simulation(
+        exchange, committer, clock, simulation or exchange.config.simulation
+    )
     hub = Hub(exchange, committer, clock, exchange.config.websocket)
 
     @contextlib.asynccontextmanager
@@ -169,10 +179,14 @@ def create_app(
         if client_api:
             hub.start()
         sampler = asyncio.create_task(state.monitor.run())
+        if run_simulation and state.simulation is not None:
+            state.simulation.start()
         try:
             async with companion(state) if companion else contextlib.nullcontext():
                 yield
         finally:
+            if state.simulation is not None:
+                await state.simulation.stop()
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler

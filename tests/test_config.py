@@ -502,3 +502,21 @@ def test_locate_line_finds_top_level_array_without_headers() -> None:
 def test_locate_line_does_not_match_key_prefixes() -> None:
     text = "[server]\nportal = 1\nport = 2\n"
     assert locate_line(text, "server", None, "port") == 3
+
+
+def test_max_clock_ahead_is_the_seed_rule_unless_configured(tmp_path: Path) -> None:
+    assert ServerConfig().max_clock_ahead_ms == 1000
+    assert load_config(write(tmp_path, CUSTOM)).server.max_clock_ahead_ms == 1000
+    wider = CUSTOM.replace("rate_limits = false", "rate_limits = false\nmax_clock_ahead_ms = 5000")
+    assert load_config(write(tmp_path, wider)).server.max_clock_ahead_ms == 5000
+    for value, problem in (
+        ("0", "between 1 and 60000, got 0"),
+        ("60001", "between 1 and 60000, got 60001"),
+        ('"5000"', "must be an integer, not a string"),
+    ):
+        text = CUSTOM.replace(
+            "rate_limits = false", f"rate_limits = false\nmax_clock_ahead_ms = {value}"
+        )
+        with pytest.raises(ConfigError) as info:
+            load_config(write(tmp_path, text))
+        assert "server.max_clock_ahead_ms" in str(info.value) and problem in str(info.value)

@@ -396,7 +396,13 @@ def gateway(
         limits = replace(cfg.limits, enabled=cfg.limits.enabled and not no_rate_limits)
 
         def make_gateway() -> Gateway:
-            return Gateway(nats_url, subject, limits=limits, timeout=timeout)
+            return Gateway(
+                nats_url,
+                subject,
+                limits=limits,
+                timeout=timeout,
+                max_ahead_ms=cfg.server.max_clock_ahead_ms,
+            )
 
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):
             typer.echo(

@@ -79,6 +79,7 @@ _SERVER_KEYS = (
     "database",
     "sqlite_synchronous",
     "rate_limits",
+    "max_clock_ahead_ms",
     "admin_remote",
 )
 _ASSET_KEYS = ("name", "decimals")
@@ -135,6 +136,9 @@ class ServerConfig:
     sqlite_synchronous: str = "full"
     """SQLite PRAGMA synchronous level: "full" or "normal"."""
     rate_limits: bool = True
+    max_clock_ahead_ms: int = 1000
+    """How far ahead of the server's clock a signed request's X-CH-TS may be (strictly less
+    than this many ms); 1000 is the seed's rule."""
     admin_remote: bool = False
     """The admin API and the operator page (/admin) also answer callers off loopback (the
     admin token is still required)."""
@@ -142,6 +146,8 @@ class ServerConfig:
 
 Rate = tuple[int, int]
 """(requests, seconds)."""
+MAX_CLOCK_AHEAD_MS = 60_000
+"""The widest ``max_clock_ahead_ms`` (the widest recvWindow too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,6 +527,9 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
         database=database,
         sqlite_synchronous=synchronous,
         rate_limits=table.boolean("rate_limits", defaults.rate_limits),
+        max_clock_ahead_ms=table.integer(
+            "max_clock_ahead_ms", 1, MAX_CLOCK_AHEAD_MS, defaults.max_clock_ahead_ms
+        ),
         admin_remote=table.boolean("admin_remote", defaults.admin_remote),
     )
 

@@ -201,8 +201,10 @@ class Exchange:
     def revoke_key(self, api_key: str, ts: int) -> KeyRow:
         self.check_writable()
         key = self.keys.get(api_key)
-        if key is None or key.row.revoked is not None:
-            raise Reject(Code.BAD_KEY, "no such active API key")
+        if key is None:
+            raise Reject(Code.BAD_KEY, "no such API key")
+        if key.row.revoked is not None:
+            return key.row  # revoking is idempotent: the first revocation stands
         row = KeyRow(
             key.row.api_key,
             key.row.secret,

@@ -23,7 +23,7 @@ from tradehall.engine.commands import (
 )
 from tradehall.engine.contracts import MONEY_DECIMALS, ContractSpec
 from tradehall.engine.engine import TransferReply
-from tradehall.engine.futures_model import futures_account
+from tradehall.engine.futures_model import AccountTransfer, futures_account
 from tradehall.engine.margin import INSURANCE_ACCOUNT, POOL_ACCOUNT
 from tradehall.engine.markets import LEVEL_SCALE
 from tradehall.engine.spot import FEE_ACCOUNT
@@ -103,6 +103,9 @@ def create_key(
 
 
 def revoke_key(ex: Exchange, api_key: str, ts: int) -> dict[str, Any]:
+    """Revoke a key at once; a key already revoked stays as it is (no error)."""
+    if not api_key:
+        raise Reject(Code.BAD_PARAM, "mandatory parameter 'apiKey' was not sent or is empty")
     row = ex.revoke_key(api_key, ts)
     return {"apiKey": row.api_key, "userId": row.user_id, "revoked": True}
 
@@ -307,10 +310,19 @@ def futures_transfer(
     target: str,
     ts: int,
 ) -> dict[str, Any]:
-    """Move funds between a user's spot account and its futures account."""
-    ex.require_user(user_id)
+    """Move funds between a user's spot account and its futures account; the futures
+    balance after it."""
     if {source.lower(), target.lower()} != {"spot", "futures"} or not (source + target).isascii():
         raise Reject(Code.BAD_PARAM, "transfers go from spot to futures or from futures to spot")
+    record = move_funds(ex, user_id, asset, amount, target.lower() == "futures", ts)
+    return futures_balance(ex, user_id, record.asset)
+
+
+def move_funds(
+    ex: Exchange, user_id: int, asset: str, amount: str, into_futures: bool, ts: int
+) -> AccountTransfer:
+    """Move ``amount`` (decimal text) of ``asset`` from spot to futures, or back."""
+    ex.require_user(user_id)
     asset = _name(asset)
     coins = margin_coins(ex)
     if asset not in coins:
@@ -322,8 +334,8 @@ def futures_transfer(
             f"{asset} is not the margin coin of any contract (margin coins: {shown})",
         )
     units = _amount(ex, asset, amount)
-    ex.apply(FuturesTransfer(ts, user_id, asset, units, target.lower() == "futures"))
-    return futures_balance(ex, user_id, asset)
+    record: AccountTransfer = ex.apply(FuturesTransfer(ts, user_id, asset, units, into_futures))
+    return record
 
 
 def futures_balance(ex: Exchange, user_id: int, asset: str) -> dict[str, Any]:

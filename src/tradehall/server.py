@@ -122,6 +122,7 @@ def app_with_faults(
         limits=limits,
         simulation=settings,
         run_simulation=simulate,
+        max_clock_ahead_ms=exchange.config.server.max_clock_ahead_ms,
         admin_remote=admin_remote,
     )
     if not settings.faults.enabled:

@@ -36,6 +36,7 @@ TRADE_FIELDS = {
 }
 OPEN_FIELDS = {
     "orderId",
+    "orderIdString",
     "symbol",
     "price",
     "origQty",
@@ -267,6 +268,7 @@ def test_open_orders_newest_first_and_own_only(env: Env, alice: Client, bob: Cli
     assert orders == [
         {
             "orderId": placed[2]["orderId"],
+            "orderIdString": placed[2]["orderId"],
             "symbol": "BTCUSDT",
             "price": "25000.50",
             "origQty": "0.001000",
@@ -279,6 +281,7 @@ def test_open_orders_newest_first_and_own_only(env: Env, alice: Client, bob: Cli
         },
         {
             "orderId": placed[1]["orderId"],
+            "orderIdString": placed[1]["orderId"],
             "symbol": "BTCUSDT",
             "price": "40000.00",
             "origQty": "0.020000",
@@ -291,6 +294,7 @@ def test_open_orders_newest_first_and_own_only(env: Env, alice: Client, bob: Cli
         },
         {
             "orderId": placed[0]["orderId"],
+            "orderIdString": placed[0]["orderId"],
             "symbol": "BTCUSDT",
             "price": "30000.00",
             "origQty": "0.010000",

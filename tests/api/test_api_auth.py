@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from support import BASE_URL, Env
-from tradehall.client import Client, request_path_for_signing, sign, signature_payload
+from support import ADMIN_TOKEN, BASE_URL, Env, FakeClock, make_exchange
+from tradehall.api.app import create_app
+from tradehall.client import AdminClient, Client, request_path_for_signing, sign, signature_payload
 from tradehall.exchange import ApiKey
 from tradehall.store.batch import KeyRow
 
@@ -360,6 +361,24 @@ def test_timestamp_in_the_future(env: Env) -> None:
     env.audit()
 
 
+def test_configured_forward_tolerance(tmp_path: Any) -> None:
+    """``max_clock_ahead_ms`` moves the forward edge only: ts must stay strictly below
+    serverTime + the tolerance, and the backward edge is still recvWindow."""
+    exchange = make_exchange(tmp_path / "wide.db")
+    clock = FakeClock()
+    app = create_app(
+        exchange, clock=clock, admin_token=ADMIN_TOKEN, run_scheduler=False, max_clock_ahead_ms=5000
+    )
+    with TestClient(app) as http:
+        env = Env(http, exchange, clock, AdminClient(BASE_URL, ADMIN_TOKEN, http=http), tmp_path)
+        key = Key(env, {"USDT": "10000"})
+        now = clock()
+        for ahead, status in ((4999, 200), (5000, 401), (-5000, 200), (-5001, 401)):
+            headers = headers_for(key, now + ahead, "GET", "/sapi/v1/account")
+            assert get_raw(env, "/account", headers).status_code == status, ahead
+    exchange.store.close()
+
+
 @pytest.mark.parametrize("ts", ["abc", "-5", "1.7e12", "17000000000000000000"])
 def test_malformed_timestamp(env: Env, ts: str) -> None:
     key = Key(env, {"USDT": "10000"})
@@ -435,7 +454,16 @@ def test_revoked_key(env: Env) -> None:
     other = Key(env, user_id=key.user_id)  # a second key of the same user stays valid
     client = key.client()
     order = client.create_order("BTCUSDT", "BUY", "LIMIT", "0.01", price="30000")
-    env.admin.revoke_key(key.api_key)
+    revoked = env.admin.revoke_key(key.api_key)
+    assert revoked == {"apiKey": key.api_key, "userId": key.user_id, "revoked": True}
+    assert env.admin.revoke_key(key.api_key) == revoked  # idempotent, not an error
+    for sent, code in (({"apiKey": ""}, -1102), ({"apiKey": "0" * 32}, -2015)):
+        answer = env.http.post(
+            "/admin/v1/keys/revoke",
+            json=sent,
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        assert_error(answer, 400, code)
     before = state_of(other)
     body = body_bytes(ORDER_BODY)
     headers = headers_for(key, env.clock(), "POST", "/sapi/v1/order", body)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from support import Env
 from tradehall.api import wire
+from tradehall.api.app import App
 from tradehall.api.errors import ApiError
 from tradehall.api.http import parse_query
 from tradehall.api.params import Params
@@ -107,6 +108,30 @@ def test_fast_dispatch_answers_as_starlette(env: Env) -> None:
     assert (status, json.loads(body)["code"]) == (401, Code.APIKEY_MISSING)
     status, _, body = both_ways(env, "POST", SPOT + "/order", body=b"{}")
     assert (status, json.loads(body)["code"]) == (400, Code.CONTENT_TYPE)
+
+
+def test_family_addresses_take_the_fast_dispatch(env: Env) -> None:
+    """The /sapi/v2 aliases and the v2/v3 reads are in the exact-path table, and answer there
+    as Starlette's routing does."""
+    app = env.http.app
+    assert isinstance(app, App)
+    table = app.fast_paths()
+    v2, v3 = "/spot/open/sapi/v2", "/spot/open/sapi/v3"
+    for path, method in (
+        (v2 + "/depth", "GET"),
+        (v2 + "/order", "POST"),
+        (v2 + "/margin/order", "POST"),
+        (v2 + "/ticker", "GET"),
+        (v3 + "/historyOrders", "GET"),
+        (v3 + "/myTrades", "GET"),
+    ):
+        assert table[path][method] is not None, (path, method)
+    assert table[v2 + "/ticker"]["GET"] is not table[SPOT + "/ticker"]["GET"]
+    assert table[v2 + "/depth"]["GET"] is table[SPOT + "/depth"]["GET"]
+    status, _, body = both_ways(env, "GET", v2 + "/ticker", b"symbols=BTCUSDT")
+    assert status == 200 and [t["symbol"] for t in json.loads(body)] == ["BTCUSDT"]
+    status, _, body = both_ways(env, "GET", v3 + "/myTrades")
+    assert (status, json.loads(body)["code"]) == (401, Code.APIKEY_MISSING)
 
 
 def test_unknown_paths_and_methods_still_get_json_errors(env: Env) -> None:

@@ -37,6 +37,7 @@ NUMBER = (int, Decimal)
 
 ORDER_FIELDS = {
     "orderId",
+    "orderIdString",
     "contractName",
     "symbol",
     "price",
@@ -72,6 +73,7 @@ HISTORY_FIELDS = {
     "ctime",
     "positionType",
     "orderId",
+    "orderIdString",
     "avgPrice",
     "price",
     "volume",
@@ -257,7 +259,8 @@ def order(
 
 def placed(response: httpx2.Response) -> int:
     body = ok(response)
-    assert set(body) == {"orderId"} and isinstance(body["orderId"], str)
+    assert set(body) == {"orderId", "orderIdString"} and isinstance(body["orderId"], str)
+    assert body["orderIdString"] == body["orderId"]
     return int(body["orderId"])
 
 
@@ -390,6 +393,7 @@ def test_open_mark_and_close_a_long_against_a_short(env: Env) -> None:
     (resting,) = ok(get(short, "/openOrders", {"contractName": BTC}))
     assert resting == {
         "orderId": ask,
+        "orderIdString": str(ask),
         "contractName": BTC,
         "symbol": "BTCUSDT",
         "price": D("30000.0"),
@@ -586,7 +590,10 @@ def test_open_mark_and_close_a_long_against_a_short(env: Env) -> None:
         assert set(record_h) == HISTORY_FIELDS
         numbers(
             record_h,
-            *(HISTORY_FIELDS - {"side", "clientId", "ctime", "openOrClose", "contractName"}),
+            *(
+                HISTORY_FIELDS
+                - {"side", "clientId", "ctime", "openOrClose", "contractName", "orderIdString"}
+            ),
         )
         assert LOCAL_TIME.match(record_h["ctime"])
     assert history[1] == {
@@ -596,6 +603,7 @@ def test_open_mark_and_close_a_long_against_a_short(env: Env) -> None:
         "ctime": "2023-11-14T22:13:20",
         "positionType": 2,
         "orderId": bid,
+        "orderIdString": str(bid),
         "avgPrice": D("30000.0"),
         "price": D("30500.0"),
         "volume": 10,
@@ -742,14 +750,15 @@ def test_cancel_and_open_orders_of_every_contract(env: Env) -> None:
     assert listed[0]["price"] == D("1900.55")
     assert [o["orderId"] for o in ok(get(client, "/openOrders", {"contractName": ETH}))] == [second]
     cancelled = ok(post(client, "/cancel", {"contractName": BTC, "clientOrderId": "b1"}))
-    assert cancelled == {"orderId": str(first)}
+    assert cancelled == {"orderId": str(first), "orderIdString": str(first)}
     refused(post(client, "/cancel", {"contractName": BTC, "orderId": first}), -1145)
     refused(post(client, "/cancel", {"contractName": ETH, "orderId": first}), -2013)
     assert ok(get(client, "/order", {"contractName": BTC, "orderId": first}))["status"] == (
         "CANCELED"
     )
     assert ok(post(client, "/cancel", {"contractName": ETH, "orderId": second})) == {
-        "orderId": str(second)
+        "orderId": str(second),
+        "orderIdString": str(second),
     }
     assert ok(get(client, "/openOrders")) == []
     (record,) = ok(get(client, "/account"))["account"]
@@ -816,6 +825,7 @@ def test_conditional_orders_are_listed_found_and_cancelled(env: Env) -> None:
     assert set(listed[1]) == ORDER_FIELDS | {"triggerType", "triggerPrice"}
     assert listed[1] == {
         "orderId": stop,
+        "orderIdString": str(stop),
         "contractName": BTC,
         "symbol": "BTCUSDT",
         "price": D("0.0"),
@@ -835,7 +845,8 @@ def test_conditional_orders_are_listed_found_and_cancelled(env: Env) -> None:
     by_client = ok(get(client, "/order", {"contractName": BTC, "clientOrderId": "stop-1"}))
     assert by_client == listed[1]
     assert ok(post(client, "/cancel", {"contractName": BTC, "orderId": str(stop)})) == {
-        "orderId": str(stop)
+        "orderId": str(stop),
+        "orderIdString": str(stop),
     }
     gone = ok(get(client, "/order", {"contractName": BTC, "orderId": stop}))
     assert (gone["status"], gone["triggerType"]) == ("CANCELED", 1)

@@ -26,6 +26,10 @@ FAMILY_EXTENSIONS = {
     "edit_position_margin",
     "cancel_all",
     "ticker_all",
+    "cancel_trigger_order",
+    "trigger_order_list",
+    "positions",
+    "edit_user_position_model",
 }
 
 
@@ -71,7 +75,7 @@ class Checker:
 def test_futures_operations_are_described(env: Env) -> None:
     doc = env.http.get(PATH).json()
     ops = futures_ops(doc)
-    assert len(ops) == 25  # ticker, index and ticker_all also at the market address
+    assert len(ops) == 29  # ticker, index and ticker_all also at the market address
     for (method, path), op in ops.items():
         name = path.rsplit("/", 1)[-1]
         assert op["tags"] == ["Futures"], path
@@ -116,6 +120,13 @@ def test_every_futures_operation_answers_as_documented(env: Env) -> None:
     ok(client.request("POST", F + "/order", body={**buy, "price": 29000, "clientOrderId": "r"}))
     stop = {**order, "type": "MARKET", "open": "CLOSE", "volume": 2, "triggerType": 1}
     ok(client.request("POST", F + "/conditionOrder", body={**stop, "triggerPrice": 25000}))
+    second = {**stop, "triggerPrice": 24000, "clientOrderId": "s2"}
+    ok(client.request("POST", F + "/conditionOrder", body=second))
+    waiting = ok(client.request("POST", F + "/trigger_order_list", body={"contractName": BTC}))
+    assert waiting["data"]["count"] == 2
+    cancel_stop = {"contractName": BTC, "clientOrderId": "s2"}
+    ok(client.request("POST", F + "/cancel_trigger_order", body=cancel_stop))
+    ok(client.request("POST", F + "/edit_user_position_model", body=model))
     listed = ok(client.request("GET", F + "/openOrders"))
     assert len(listed) == 2 and "triggerType" in listed[0]
     ok(client.request("GET", F + "/order", params={"contractName": BTC, **bought}))
@@ -126,6 +137,7 @@ def test_every_futures_operation_answers_as_documented(env: Env) -> None:
     )
     account = ok(client.request("GET", F + "/account"))
     position = account["account"][0]["positionVos"][0]["positions"][0]
+    assert ok(client.request("GET", F + "/positions", params={"contractName": BTC}))
     adjust = {"positionId": position["id"], "amount": "1.5"}
     ok(client.request("POST", F + "/edit_position_margin", body=adjust))
     ok(client.request("GET", F + "/myTrades", params={"contractName": BTC}))

@@ -351,6 +351,45 @@ def test_over_leverage_is_refused_and_changes_nothing(
     env.audit()
 
 
+def test_a_pair_that_never_traded_values_loans_by_its_best_bid_and_ask(
+    venue: Env, alice: Client, maker: Client
+) -> None:
+    """Before the first trade a loan is valued at the best bid and at the best ask, and must
+    pass at both; with an empty book nothing is lent."""
+    env = venue
+    ok(transfer(alice, "USDT", "1000"))
+    bob = env.trader({"USDT": "1000"})
+    ok(transfer(bob, "USDT", "1000"))
+    # Only an ask: valued at it. A short of 0.08 BTC against 1000 USDT passes up to 50000.
+    maker.create_order("BTCUSDT", "SELL", "LIMIT", "0.5", price="50000.01")
+    refused(margin_order(bob, "SELL", "0.08", "60000"), -2017)
+    maker.create_order("BTCUSDT", "SELL", "LIMIT", "0.5", price="50000")
+    before = view(bob)
+    assert before["lastPrice"] is None
+    short = ok(margin_order(bob, "SELL", "0.08", "60000"))
+    shorted = view(bob)
+    assert assets(shorted)["BTC"] == (ZERO, "0.08000000", "0.08000000", ZERO)
+    assert (shorted["lastPrice"], shorted["riskRatio"]) == (None, None)  # until a trade
+    ok(
+        bob.request(
+            "POST", MARGIN + "/cancel", body={"symbol": "BTCUSDT", "orderId": short["orderId"]}
+        )
+    )
+    # With a bid too, both sides count: a bid above 50000 would not flatter the short, and the
+    # ask still refuses one cent more.
+    maker.create_order("BTCUSDT", "BUY", "LIMIT", "0.5", price="40000")
+    refused(margin_order(bob, "SELL", "0.080001", "60000"), -2017)
+    # A BUY crossing the ask borrows its shortfall (5000 held against a 4000 loan: 1.25)
+    # and makes the pair's first trade.
+    bought = ok(margin_order(alice, "BUY", "0.1", "50000"))
+    assert (bought["status"], bought["executedQty"]) == ("FILLED", "0.100000")
+    v = view(alice)
+    assert v["lastPrice"] == "50000.00"
+    assert assets(v)["USDT"][2] == "4000.00000000"
+    conserved(env)
+    env.audit()
+
+
 def test_refused_fok_margin_order_borrows_nothing(
     venue: Env, alice: Client, maker: Client, taker: Client
 ) -> None:
@@ -407,7 +446,7 @@ def test_margin_answers_have_the_spot_shapes(
     spot = ok(alice.request("POST", SPOT + "/order", body=body))
     margin = ok(alice.request("POST", MARGIN + "/order", body=body))
     assert kinds(margin) == kinds(spot)
-    assert {**margin, "orderId": spot["orderId"]} == spot
+    assert {**margin, "orderId": spot["orderId"], "orderIdString": spot["orderId"]} == spot
     assert PLAIN.match(margin["orderId"]) and margin["orderId"] != spot["orderId"]
 
     query = {"symbol": "BTCUSDT", "orderId": margin["orderId"], "recvWindow": 10000}
@@ -416,7 +455,7 @@ def test_margin_answers_have_the_spot_shapes(
         alice.request("GET", SPOT + "/order", params={**query, "orderId": spot["orderId"]})
     )
     assert kinds(got_margin) == kinds(got_spot)
-    assert {**got_margin, "orderId": spot["orderId"]} == got_spot
+    assert {**got_margin, "orderId": spot["orderId"], "orderIdString": spot["orderId"]} == got_spot
     by_client_id = {"symbol": "BTCUSDT", "newClientOrderId": "same-id"}
     assert ok(alice.request("GET", MARGIN + "/order", params=by_client_id)) == got_margin
 
@@ -425,7 +464,11 @@ def test_margin_answers_have_the_spot_shapes(
     open_spot = ok(alice.request("GET", SPOT + "/openOrders", params=params))
     assert len(open_margin) == len(open_spot) == 1
     assert kinds(open_margin) == kinds(open_spot)
-    assert {**open_margin[0], "orderId": spot["orderId"]} == open_spot[0]
+    assert {
+        **open_margin[0],
+        "orderId": spot["orderId"],
+        "orderIdString": spot["orderId"],
+    } == open_spot[0]
 
     trades_margin = ok(alice.request("GET", MARGIN + "/myTrades", params=params))
     trades_spot = ok(alice.request("GET", SPOT + "/myTrades", params=params))
@@ -441,7 +484,11 @@ def test_margin_answers_have_the_spot_shapes(
         alice.request("POST", SPOT + "/cancel", body={**cancel, "orderId": spot["orderId"]})
     )
     assert kinds(canceled_margin) == kinds(canceled_spot)
-    assert {**canceled_margin, "orderId": spot["orderId"]} == canceled_spot
+    assert {
+        **canceled_margin,
+        "orderId": spot["orderId"],
+        "orderIdString": spot["orderId"],
+    } == canceled_spot
     assert canceled_margin["status"] == "CANCELED"
     # Cancelling again: -1145 as on spot.
     again = alice.request("POST", MARGIN + "/cancel", body=cancel)

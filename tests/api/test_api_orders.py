@@ -23,6 +23,7 @@ PLAIN = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 CREATE_FIELDS = {
     "symbol",
     "orderId",
+    "orderIdString",
     "clientOrderId",
     "transactTime",
     "price",
@@ -34,6 +35,7 @@ CREATE_FIELDS = {
 }
 DETAIL_FIELDS = {
     "orderId",
+    "orderIdString",
     "clientOrderId",
     "symbol",
     "price",
@@ -115,6 +117,7 @@ def test_create_limit_buy(env: Env, alice: Client) -> None:
     assert order == {
         "symbol": "BTCUSDT",
         "orderId": order["orderId"],
+        "orderIdString": order["orderId"],
         "clientOrderId": "",
         "transactTime": str(T0),
         "price": "30000.00",
@@ -138,6 +141,7 @@ def test_create_limit_sell_with_client_order_id(env: Env, alice: Client) -> None
     assert order == {
         "symbol": "BTCUSDT",
         "orderId": order["orderId"],
+        "orderIdString": order["orderId"],
         "clientOrderId": "my-sell_1",
         "transactTime": str(T0 + 42),
         "price": "31000.50",
@@ -204,6 +208,7 @@ def test_crossing_order_partially_fills_then_fills(env: Env, alice: Client, bob:
     check_detail_shape(done)
     assert done == {
         "orderId": bid["orderId"],
+        "orderIdString": bid["orderId"],
         "clientOrderId": "",
         "symbol": "BTCUSDT",
         "price": "30000.00",
@@ -250,6 +255,7 @@ def test_market_buy_spends_quote_amount(env: Env, bob: Client) -> None:
     assert order == {
         "symbol": "BTCUSDT",
         "orderId": order["orderId"],
+        "orderIdString": order["orderId"],
         "clientOrderId": "",
         "transactTime": str(T0),
         "price": "0.00",
@@ -528,6 +534,7 @@ def test_get_order_by_id_and_client_id(env: Env, alice: Client, bob: Client) -> 
     )
     expected = {
         "orderId": order["orderId"],
+        "orderIdString": order["orderId"],
         "clientOrderId": "q1",
         "symbol": "BTCUSDT",
         "price": "30000.00",
@@ -590,6 +597,7 @@ def test_cancel_releases_holds(env: Env, alice: Client) -> None:
         "symbol": "BTCUSDT",
         "clientOrderId": "",
         "orderId": buy["orderId"],
+        "orderIdString": buy["orderId"],
         "status": "CANCELED",
     }
     assert balances(alice)["USDT"] == ("10000.00000000", "0.00000000")
@@ -598,6 +606,7 @@ def test_cancel_releases_holds(env: Env, alice: Client) -> None:
         "symbol": "BTCUSDT",
         "clientOrderId": "s-1",
         "orderId": sell["orderId"],
+        "orderIdString": sell["orderId"],
         "status": "CANCELED",
     }
     assert balances(alice)["BTC"] == ("1.00000000", "0.00000000")
@@ -786,6 +795,10 @@ def test_huge_json_number_refused(env: Env, alice: Client) -> None:
         response = post_raw(alice, "/order", raw)
         assert response.status_code == 400, response.text
         assert response.json()["code"] in (-1102, -1138, -2017)
+    # A valid JSON integer of 5,000 digits is too large, not "invalid JSON".
+    response = post_raw(alice, "/order", '{"symbol":"BTCUSDT","volume":' + "9" * 5000 + "}")
+    assert (response.status_code, response.json()["code"]) == (400, -1102)
+    assert "too large" in response.json()["msg"]
     assert snapshot(alice) == before
     env.audit()
 

@@ -519,7 +519,7 @@ def test_lower_case_symbol_accepted(env: Env, pair: tuple[Client, Client]) -> No
     "path",
     [
         "/spot/open/sapi/v1/nope",
-        "/spot/open/sapi/v2/ping",
+        "/spot/open/sapi/v4/ping",
         "/nothing/here",
         "/web/nothing.js",
         "/admin/",

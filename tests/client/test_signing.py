@@ -273,6 +273,51 @@ def test_async_client_signs_the_same_bytes() -> None:
     assert rec.requests[1].url.query == b"symbol=BTCUSDT&limit=10"
 
 
+def test_async_client_on_the_family_addresses() -> None:
+    """``spot_version="v2"`` moves spot and margin calls to /sapi/v2 (signed as sent); the
+    family's asset answers in their ``{"code": "0", ...}`` envelope are not errors."""
+    rec = Recorder({"code": "0", "msg": "SUCCESS", "data": {"transferId": "7"}})
+
+    async def run() -> list[Any]:
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(rec))
+        client = AsyncClient(
+            "http://exchange.test",
+            API_KEY,
+            SECRET,
+            http=http,
+            clock=lambda: NOW_MS,
+            spot_version="v2",
+        )
+        async with client:
+            answers = [
+                await client.account(),
+                await client.margin_open_orders("BTCUSDT"),
+                await client.asset_transfer("USDT", "5", "EXCHANGE", "FUTURE"),
+                await client.tickers(["btcusdt", "ethbtc"]),
+                await client.history_orders(limit=5, start_time=1),
+                await client.futures_positions("E-BTC-USDT"),
+            ]
+        await http.aclose()
+        return answers
+
+    answers = asyncio.run(run())
+    assert answers[2]["data"] == {"transferId": "7"}
+    assert [r.url.path for r in rec.requests] == [
+        "/spot/open/sapi/v2/account",
+        "/spot/open/sapi/v2/margin/openOrders",
+        "/spot/open/sapi/v2/asset/transfer",
+        "/spot/open/sapi/v2/ticker",
+        "/spot/open/sapi/v3/historyOrders",
+        "/futures/open/fapi/v1/positions",
+    ]
+    assert rec.verified == [True] * 5  # the ticker is public
+    assert rec.requests[2].content == (
+        b'{"coinSymbol":"USDT","amount":"5","fromAccount":"EXCHANGE","toAccount":"FUTURE"}'
+    )
+    assert rec.requests[3].url.query == b"symbols=btcusdt%2Cethbtc"
+    assert rec.requests[4].url.query == b"limit=5&startTime=1"
+
+
 def test_sync_and_async_have_identical_methods() -> None:
     def public(cls: type) -> dict[str, inspect.Signature]:
         return {

@@ -279,9 +279,9 @@ class DebtModel:
 
 
 def risk_problems(engine: Engine) -> list[str]:
-    """An account with debt is left at or below its liquidation level only while it waits for
-    liquidity: no open orders, something left that could still pay, and the side of the book
-    it needs to trade against is empty."""
+    """An account with debt is left at or below its liquidation level (at the last trade
+    price) only while it waits for liquidity: no open orders, something left that could still
+    pay, and the side of the book it needs to trade against is empty."""
     price = engine.spot.last_price.get(SYMBOL)
     level = engine.markets.margin[SYMBOL].liquidation_level
     problems = []
@@ -289,7 +289,8 @@ def risk_problems(engine: Engine) -> list[str]:
         if not account.has_debt():
             continue
         if price is None:
-            problems.append(f"margin account {account.id} owes without a price")
+            # Lent before the pair's first trade (valued at the book's best bid and ask):
+            # liquidation looks at accounts from the first trade on.
             continue
         risk = engine.margin.risk(account, price)
         if risk.assets * LEVEL_SCALE > level * risk.debts:

@@ -24,6 +24,7 @@ from tradehall.engine.futures_model import (
     KIND_POSITION,
     KIND_SETTING,
     KIND_TRIGGER,
+    AccountTransfer,
     ContractState,
     FundingRecord,
     FuturesChanged,
@@ -79,6 +80,8 @@ def changed(kind: str, doc: FuturesDoc, live: bool) -> FuturesChanged:
         return FuturesChanged(kind, 0, doc.contract, doc.time, live, doc)
     if isinstance(doc, Setting):
         return FuturesChanged(kind, doc.user, doc.contract, 0, live, doc)
+    if isinstance(doc, AccountTransfer):
+        return FuturesChanged(kind, doc.user, doc.asset, doc.id, live, doc)
     return FuturesChanged(kind, doc.user, doc.contract, doc.id, live, doc)
 
 

@@ -108,7 +108,9 @@ def test_offline_user_and_key_lifecycle(data_dir: Path) -> None:
 
     revoked = ok(data_dir, "key", "revoke", key["apiKey"])
     assert revoked == {"apiKey": key["apiKey"], "userId": 1, "revoked": True}
-    fails(data_dir, "key", "revoke", key["apiKey"], code=-2015)
+    assert ok(data_dir, "key", "revoke", key["apiKey"]) == revoked  # idempotent
+    fails(data_dir, "key", "revoke", "0" * 32, code=-2015)
+    fails(data_dir, "key", "revoke", "", code=-1102)
 
     users = ok(data_dir, "user", "list")["users"]
     assert [(u["id"], u["name"]) for u in users] == [(1, "x"), (2, "user-2")]

@@ -119,7 +119,7 @@ def test_demo_announcement_and_json_errors(server_factory: Any, tmp_path: Path) 
         "/spot/open/sapi/v1/nope",
         "/nope",
         "/web/nope.js",
-        "/spot/open/sapi/v2/ping",
+        "/spot/open/sapi/v4/ping",
         "/admin/v1/nope",
     ):
         status, body, content_type = http("GET", server.url + path)
@@ -303,4 +303,29 @@ def test_forwarded_headers_do_not_change_the_client_address(
     # A path with a trailing slash is an unknown path, not a redirect.
     status, body, _ = http("GET", server.url + "/spot/open/sapi/v1/ping/")
     assert (status, body["code"]) == (404, -1020)
+    assert server.stop() == 0
+
+
+def test_configured_clock_tolerance_widens_the_window_ahead(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """``[server] max_clock_ahead_ms`` reaches the running server: a timestamp 2.5 s ahead
+    (refused by the seed's 1000 ms rule) is accepted with 3000, one 10 s ahead is not."""
+    source = (Path(__file__).parents[2] / "src/tradehall/default_config.toml").read_text()
+    config = tmp_path / "wide.toml"
+    config.write_text(source.replace("max_clock_ahead_ms = 1000", "max_clock_ahead_ms = 3000"))
+    data = tmp_path / "data"
+    server = server_factory(data, "--config", str(config))
+    token = (data / "admin.token").read_text().strip()
+    with AdminClient(server.url, token) as admin:
+        user = admin.create_user("ahead")["id"]
+        key = admin.create_key(user)
+    for ahead, status in ((2500, 200), (10_000, 401)):
+
+        def clock(ahead: int = ahead) -> int:
+            return time.time_ns() // 1_000_000 + ahead
+
+        with Client(server.url, key["apiKey"], key["secret"], clock=clock) as client:
+            answer = client.request("GET", "/spot/open/sapi/v1/account")
+            assert answer.status_code == status, answer.text
     assert server.stop() == 0

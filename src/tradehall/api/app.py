@@ -16,7 +16,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from tradehall.api import admin, futures, margin, openapi, spot
+from tradehall.api import admin, asset, futures, margin, openapi, spot
+from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, Front, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
@@ -113,8 +114,10 @@ entered after the scheduler starts and left before the committer's last flush.""
 
 
 def client_routes() -> list[BaseRoute]:
-    """The REST API clients use (spot, margin, futures): what gateways serve too."""
-    return [*spot.routes(), *margin.routes(), *futures.routes()]
+    """The REST API clients use (spot and its family addresses, margin, asset, futures):
+    what gateways serve too."""
+    family = [*spot.routes(), *margin.routes(), *asset.routes(), *spot.family_routes()]
+    return [*family, *spot.v2_aliases(family), *futures.routes()]
 
 
 def assemble(
@@ -143,6 +146,7 @@ def create_app(
     run_scheduler: bool = True,
     simulation: SimulationSettings | None = None,
     run_simulation: bool = False,
+    max_clock_ahead_ms: int = MAX_AHEAD_MS,
     admin_remote: bool = False,
     client_api: bool = True,
     companion: Companion | None = None,
@@ -151,9 +155,10 @@ def create_app(
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
     drive it with ``app.state.scheduler.tick()``. The market simulation (``simulation``
     settings, by default the configuration's) starts with the app under
-    ``run_simulation``, or later by ``tradehall sim start``. ``client_api=False`` (the engine
-    process, whose clients reach it through gateways) serves the admin API only, without
-    streams or pages."""
+    ``run_simulation``, or later by ``tradehall sim start``. ``max_clock_ahead_ms``: how far
+    ahead of the clock a signed request's timestamp may be (``[server] max_clock_ahead_ms``).
+    ``client_api=False`` (the engine process, whose clients reach it through gateways) serves
+    the admin API only, without streams or pages."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -163,6 +168,7 @@ def create_app(
         admin_token,
         limiter=RateLimiter(settings) if settings.enabled else None,
         replay=make_guard(settings.storage),
+        max_ahead_ms=max_clock_ahead_ms,
         admin_remote=admin_remote,
     )
 
@@ -199,7 +205,7 @@ def create_app(
 
     app = assemble([*(client_routes() if client_api else []), *admin.routes()], state, lifespan)
     if client_api:
-        app.router.routes.extend(stream_routes(hub, state.replay))
+        app.router.routes.extend(stream_routes(hub, state.replay, state.max_ahead_ms))
         # The web pages and their files come last: their routes are not API operations (the
         # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
         app.router.routes.extend(pages.routes())

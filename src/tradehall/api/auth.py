@@ -17,6 +17,7 @@ from tradehall.exchange import ApiKey
 DEFAULT_RECV_WINDOW = 5000
 MAX_RECV_WINDOW = 60000
 MAX_AHEAD_MS = 1000
+"""The seed's rule: ``ts < serverTime + 1000``. The default of ``max_clock_ahead_ms``."""
 
 
 def authenticate(
@@ -33,9 +34,11 @@ def authenticate(
     find_key: Callable[[str], ApiKey | None],
     client_ip: str | None,
     trade: bool,
+    max_ahead_ms: int = MAX_AHEAD_MS,
 ) -> ApiKey:
     """``api_key``, ``ts_text`` and ``signature`` are the X-CH-APIKEY, X-CH-TS and X-CH-SIGN
-    headers (latin-1 text, None when absent)."""
+    headers (latin-1 text, None when absent). ``max_ahead_ms``: how far ahead of ``now_ms``
+    the timestamp may be (exclusive; ``[server] max_clock_ahead_ms``)."""
     if not api_key:
         raise ApiError(Code.APIKEY_MISSING, "X-CH-APIKEY header is missing")
     if not ts_text:
@@ -48,7 +51,7 @@ def authenticate(
     if not (ts_text.isascii() and ts_text.isdigit()) or len(ts_text) > 16:
         raise ApiError(Code.TIMESTAMP_WINDOW, "X-CH-TS must be UNIX time in milliseconds")
     ts = int(ts_text)
-    if not (ts < now_ms + MAX_AHEAD_MS and now_ms - ts <= recv_window):
+    if not (ts < now_ms + max_ahead_ms and now_ms - ts <= recv_window):
         raise ApiError(
             Code.TIMESTAMP_WINDOW,
             f"timestamp {ts} is outside the recvWindow"

@@ -170,14 +170,14 @@ async def create_order(call: Call) -> Any:
         place_command(call, contract, conditional=False)
     )
     await call.durable()
-    return wire.FuturesOrderId(str(placed.id))
+    return wire.FuturesOrderId(str(placed.id), str(placed.id))
 
 
 async def condition_order(call: Call) -> Any:
     contract = need_contract(call)
     placed: Trigger = call.exchange.apply(place_command(call, contract, conditional=True))
     await call.durable()
-    return wire.FuturesOrderId(str(placed.id))
+    return wire.FuturesOrderId(str(placed.id), str(placed.id))
 
 
 def order_ref(params: Params) -> tuple[int | None, str | None]:
@@ -267,7 +267,44 @@ async def cancel_order(call: Call) -> Any:
             Code.CANNOT_CANCEL, f"order {ended.id} is {ended.status}; it cannot be canceled"
         ) from None
     await call.durable()
-    return wire.FuturesOrderId(str(cancelled.id))
+    return wire.FuturesOrderId(str(cancelled.id), str(cancelled.id))
+
+
+async def cancel_trigger_order(call: Call) -> Any:
+    """``POST /cancel_trigger_order``: ``/cancel`` for conditional orders only."""
+    contract = need_contract(call)
+    order_id, client_id = order_ref(call.params)
+    fx = call.exchange.engine.futures
+    found: object = fx.find_open(call.user, contract.symbol, order_id, client_id)
+    if found is None:
+        found = await find_order(call, contract, order_id, client_id)
+    if not isinstance(found, Trigger):
+        assert isinstance(found, FuturesOrder | FuturesOrderState)
+        raise ApiError(
+            Code.NO_SUCH_ORDER,
+            f"{found.id} is an order, not a conditional order: cancel it with /cancel",
+        )
+    return await cancel_order(call)
+
+
+async def trigger_order_list(call: Call) -> Any:
+    """``POST /trigger_order_list``: the caller's waiting conditional orders, newest first,
+    a page at a time, in the family's envelope."""
+    contract = contract_of(call, required=False)
+    page = call.params.integer("page", default=1, minimum=1, maximum=1_000_000)
+    limit = call.params.limit(20, 1000)
+    assert page is not None
+    fx = call.exchange.engine.futures
+    waiting = sorted(
+        fx.waiting_triggers(call.user, contract.symbol if contract else None),
+        key=lambda t: t.id,
+        reverse=True,
+    )
+    shown = waiting[(page - 1) * limit : page * limit]
+    items = [view.trigger_item(fx.contracts[t.contract], t) for t in shown]
+    return await call.once_durable(
+        wire.TriggerListAnswer(data=wire.TriggerList(items, len(waiting)))
+    )
 
 
 async def cancel_all(call: Call) -> Any:
@@ -390,6 +427,38 @@ async def edit_margin_model(call: Call) -> Any:
     return await call.once_durable(_setting(setting))
 
 
+TWO_WAY = 2
+"""``positionModel`` of two-way positions, the only mode tradehall keeps (1 is net)."""
+
+
+async def edit_position_model(call: Call) -> Any:
+    """``POST /edit_user_position_model``: positions are always two-way here, so choosing it
+    is a success that changes nothing and net mode (1) is refused."""
+    need_contract(call)
+    model = call.params.integer("positionModel", minimum=1, maximum=TWO_WAY)
+    if model is None:
+        raise call.params.missing("positionModel")
+    if model != TWO_WAY:
+        raise ApiError(
+            Code.UNSUPPORTED,
+            "net position mode (positionModel 1) is not supported: positions are always"
+            " two-way (positionModel 2), long and short kept apart",
+        )
+    return await call.once_durable(wire.NoDataAnswer())
+
+
+async def positions(call: Call) -> Any:
+    """``GET /positions``: the caller's open positions (of ``contractName``, or all)."""
+    contract = contract_of(call, required=False)
+    fx = call.exchange.engine.futures
+    held = [
+        view.position_item(fx, p)
+        for p in sorted(fx.user_positions(call.user), key=lambda p: p.id)
+        if contract is None or p.contract == contract.symbol
+    ]
+    return await call.once_durable(held)
+
+
 async def edit_position_margin(call: Call) -> Any:
     fx = call.exchange.engine.futures
     position_id = call.params.order_id("positionId", required=True)
@@ -446,6 +515,10 @@ def routes() -> list[Route]:
         ("POST", PREFIX, "/edit_user_margin_model", edit_margin_model, True),
         ("POST", PREFIX, "/edit_position_margin", edit_position_margin, True),
         ("POST", PREFIX, "/cancel_all", cancel_all, True),
+        ("POST", PREFIX, "/cancel_trigger_order", cancel_trigger_order, True),
+        ("POST", PREFIX, "/trigger_order_list", trigger_order_list, False),
+        ("GET", PREFIX, "/positions", positions, False),
+        ("POST", PREFIX, "/edit_user_position_model", edit_position_model, True),
         ("POST", EXTENSION, "/transfer", transfer, True),
     ]
     out = [

@@ -228,6 +228,7 @@ def orig_qty(order: FuturesOrderState | Trigger) -> wire.Num:
 def order(contract: ContractSpec, o: FuturesOrderState) -> wire.FuturesOrder:
     return wire.FuturesOrder(
         o.id,
+        str(o.id),
         contract.symbol,
         pair_symbol(contract),
         price(contract, o.price),
@@ -256,6 +257,7 @@ def trigger(
         status = submitted.status
     return wire.FuturesOrder(
         t.id,
+        str(t.id),
         contract.symbol,
         pair_symbol(contract),
         price(contract, t.price),
@@ -272,6 +274,31 @@ def trigger(
     )
 
 
+def trigger_item(contract: ContractSpec, t: Trigger) -> wire.TriggerItem:
+    """A waiting conditional order as ``/trigger_order_list`` lists it."""
+    pp = contract.price_precision
+    return wire.TriggerItem(
+        str(t.id),
+        str(t.id),
+        t.client_id,
+        contract.id,
+        contract.symbol,
+        contract.margin_coin,
+        f"{contract.multiplier.normalize():f}",
+        format_units(t.trigger_price, pp),
+        format_units(t.price, pp),
+        pp,
+        orig_qty(t).text,
+        cast(wire.Action, t.action),
+        cast(wire.Side, t.side),
+        cast(wire.OrderType, t.type),
+        t.position_type,
+        t.time,
+        t.updated,
+        t.trigger_type,
+    )
+
+
 def historical_order(contract: ContractSpec, o: FuturesOrderState) -> wire.FuturesHistoricalOrder:
     type_code = 2 if o.type == MARKET else TIF_CODES.get(o.tif, 1) if o.type == LIMIT else 1
     return wire.FuturesHistoricalOrder(
@@ -281,6 +308,7 @@ def historical_order(contract: ContractSpec, o: FuturesOrderState) -> wire.Futur
         local_time(o.time),
         o.position_type,
         o.id,
+        str(o.id),
         avg_price(contract, o.filled, o.filled_value),
         price(contract, o.price),
         integer(o.qty),
@@ -346,6 +374,14 @@ def account_trade(contract: ContractSpec, t: Trade, user: int) -> wire.FuturesTr
 
 
 # ------------------------------------------------------------------------- positions
+
+
+def position_item(fx: Futures, p: Position) -> wire.FuturesPositionItem:
+    contract = fx.contracts[p.contract]
+    fields = msgspec.structs.asdict(position(fx, p))
+    return wire.FuturesPositionItem(
+        **fields, contract_name=contract.symbol, contract_symbol=pair_symbol(contract)
+    )
 
 
 def position(fx: Futures, p: Position) -> wire.FuturesPosition:

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from tradehall.api import wire
-from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_RECV_WINDOW, authenticate
+from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_AHEAD_MS, MAX_RECV_WINDOW, authenticate
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
@@ -60,6 +60,8 @@ class AppState:
     """The market simulation (``tradehall sim``), when the server was given its settings."""
     faults: FaultInjector | None = None
     """The fault injector wrapped around the app, when fault injection is configured."""
+    max_ahead_ms: int = MAX_AHEAD_MS
+    """How far ahead of the clock a signed request's timestamp may be (exclusive)."""
     views: dict[Any, tuple[Any, bytes]] = field(default_factory=dict)
     """Rendered answers kept while what they show is unchanged (``spot.depth``), by key:
     (validity stamp, encoded bytes)."""
@@ -185,6 +187,9 @@ class Front(Protocol):
     @property
     def monitor(self) -> Monitor: ...
 
+    @property
+    def max_ahead_ms(self) -> int: ...
+
     def failed(
         self,
         scope: Scope,
@@ -282,8 +287,14 @@ def parse_body(body: bytes) -> Params:
         return Params({})
     try:
         data = _decoder.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        # Not JSON, not UTF-8, or nested too deep to be a request.
+    except msgspec.DecodeError as exc:
+        if "out of range" in str(exc):  # valid JSON: an integer of thousands of digits
+            raise ApiError(
+                Code.BAD_PARAM, "a number in the request body is too large to be a value"
+            ) from None
+        raise ApiError(Code.BAD_PARAM, "request body is not valid JSON") from None
+    except (UnicodeDecodeError, RecursionError):
+        # Not UTF-8, or nested too deep to be a request.
         raise ApiError(Code.BAD_PARAM, "request body is not valid JSON") from None
     if not isinstance(data, dict):
         raise ApiError(Code.BAD_PARAM, "request body must be a JSON object")
@@ -453,6 +464,7 @@ def endpoint(
                     find_key=state.find_key,
                     client_ip=client[0] if client else None,
                     trade=trade,
+                    max_ahead_ms=state.max_ahead_ms,
                 )
                 assert ts is not None and signature is not None  # authenticate checked them
                 if limiter is not None:

@@ -9,6 +9,7 @@ document fails for a route without one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ Interval = Literal["1min", "5min", "15min", "30min", "60min", "1h", "1day", "1we
 
 
 Limit100 = Annotated[int, Meta(ge=1, le=100, description="1 to 100.")]
+_Millis = Annotated[int, Meta(ge=0, le=_INT64_MAX, description="UNIX time in milliseconds.")]
 Limit300 = Annotated[int, Meta(ge=1, le=300, description="1 to 300.")]
 Limit1000 = Annotated[int, Meta(ge=1, le=1000, description="1 to 1000.")]
 
@@ -106,6 +108,65 @@ class KlinesQuery(RequestSchema, frozen=True):
     symbol: SymbolParam
     interval: Interval
     limit: Limit300 = 100
+
+
+class TickerV2Query(RequestSchema, frozen=True):
+    """``symbol`` gives one pair's ticker; without it, a list: every pair's, or those named
+    in ``symbols``."""
+
+    symbol: SymbolParam | UnsetType = UNSET
+    symbols: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^[A-Za-z0-9_-]{1,40}(,[A-Za-z0-9_-]{1,40})*$",
+                description="Comma-separated pairs, e.g. `btcusdt,ethusdt` (when no `symbol`).",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
+class HistoryQuery(RequestSchema, frozen=True):
+    """The window: the last 7 days without ``startTime`` and ``endTime``; 7 days from the
+    one given; at most 7 days with both."""
+
+    symbol: SymbolParam | UnsetType = UNSET
+    limit: Limit100 = 50
+    start_time: _Millis | UnsetType = UNSET
+    end_time: _Millis | UnsetType = UNSET
+    recv_window: RecvWindowParam = 5000
+
+
+AccountParam = Annotated[
+    Literal["EXCHANGE", "FUTURE"], Meta(description="EXCHANGE: the spot account; FUTURE: futures.")
+]
+_MillisBody = _Millis | Annotated[str, Meta(pattern=r"^[0-9]{1,19}$")]
+
+
+class AssetTransferRequest(RequestSchema, frozen=True):
+    coin_symbol: Annotated[str, Meta(description="A margin coin of the futures contracts.")]
+    amount: Amount
+    from_account: AccountParam
+    to_account: AccountParam
+    recv_window: RecvWindowBody = 5000
+
+
+class TransferQueryRequest(RequestSchema, frozen=True):
+    """By ``transferId``, or by direction (``fromAccount`` and ``toAccount``, then required),
+    optionally ``coinSymbol``, within the 7-day window of ``startTime``/``endTime``."""
+
+    transfer_id: OrderIdBody | UnsetType = UNSET
+    coin_symbol: str | UnsetType = UNSET
+    from_account: AccountParam | UnsetType = UNSET
+    to_account: AccountParam | UnsetType = UNSET
+    start_time: _MillisBody | UnsetType = UNSET
+    end_time: _MillisBody | UnsetType = UNSET
+    page: (
+        Annotated[int, Meta(ge=1, le=1_000_000)] | Annotated[str, Meta(pattern=r"^[0-9]{1,7}$")]
+    ) = 1
+    limit: Limit100 | Annotated[str, Meta(pattern=r"^[0-9]{1,3}$")] = 20
+    recv_window: RecvWindowBody = 5000
 
 
 class SignedQuery(RequestSchema, frozen=True):
@@ -473,6 +534,25 @@ class EditMarginModelRequest(RequestSchema, frozen=True):
     recv_window: RecvWindowBody = 5000
 
 
+class EditPositionModelRequest(RequestSchema, frozen=True):
+    """Positions are always two-way: 2 succeeds and changes nothing, 1 (net) gives -1020."""
+
+    contract_name: ContractNameParam
+    position_model: Literal[1, 2] | Literal["1", "2"]
+    recv_window: RecvWindowBody = 5000
+
+
+class TriggerListRequest(RequestSchema, frozen=True):
+    """Without ``contractName``: every contract."""
+
+    contract_name: ContractNameParam | UnsetType = UNSET
+    page: (
+        Annotated[int, Meta(ge=1, le=1_000_000)] | Annotated[str, Meta(pattern=r"^[0-9]{1,7}$")]
+    ) = 1
+    limit: Limit1000 | Annotated[str, Meta(pattern=r"^[0-9]{1,4}$")] = 20
+    recv_window: RecvWindowBody = 5000
+
+
 class EditPositionMarginRequest(RequestSchema, frozen=True):
     """Extension: add (positive ``amount``) or take out (negative) an isolated position's
     margin, in the margin coin."""
@@ -783,6 +863,72 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
 }
 
+_S2 = spot.PREFIX_V2
+_S3 = spot.PREFIX_V3
+OPERATIONS.update(
+    {
+        ("GET", f"{_S2}/ticker"): Operation(
+            "tickerV2",
+            "24-hour tickers with the best bid and ask",
+            "Public",
+            "NONE",
+            wire.TickerItem | list[wire.TickerItem],
+            TickerV2Query,
+            description="With `symbol`, one object; otherwise a list (every pair, or those in"
+            " `symbols`). `amount` is the traded value in the quote asset.",
+        ),
+        ("POST", f"{_S}/asset/transfer"): Operation(
+            "assetTransfer",
+            "Move funds between the spot and the futures account",
+            "Account",
+            "TRADE",
+            wire.TransferAnswer,
+            body=AssetTransferRequest,
+            description='The family\'s shape: the answer wraps `data` in `code` "0" and'
+            " `msg` SUCCESS.",
+        ),
+        ("POST", f"{_S}/asset/transferQuery"): Operation(
+            "assetTransferQuery",
+            "Transfers between the spot and the futures account (newest first)",
+            "Account",
+            "READ",
+            wire.TransferQueryAnswer,
+            body=TransferQueryRequest,
+            body_required=False,
+        ),
+        ("GET", f"{_S3}/historyOrders"): Operation(
+            "historyOrders",
+            "The account's orders, open and ended (newest first)",
+            "Trading",
+            "READ",
+            list[wire.HistoryOrder],
+            HistoryQuery,
+            description="Orders placed within the time window; every pair without `symbol`.",
+        ),
+        ("GET", f"{_S3}/myTrades"): Operation(
+            "myTradesV3",
+            "The account's trades in a time window (newest first)",
+            "Trading",
+            "READ",
+            list[wire.AccountTrade],
+            HistoryQuery,
+            description="Every pair without `symbol`.",
+        ),
+    }
+)
+
+
+def _v2_alias(op: Operation) -> Operation:
+    note = "The same operation as under /sapi/v1 (the family's v2 address)."
+    return dataclasses.replace(
+        op, operation_id=op.operation_id + "V2", description=f"{note} {op.description}".strip()
+    )
+
+
+for (_method, _path), _op in list(OPERATIONS.items()):
+    if _path.startswith(_S + "/"):
+        OPERATIONS.setdefault((_method, _S2 + _path[len(_S) :]), _v2_alias(_op))
+
 _F = futures.PREFIX
 _FR = futures.ROOT
 _FX = futures.EXTENSION
@@ -941,6 +1087,43 @@ OPERATIONS.update(
             body_required=False,
             extension=True,
         ),
+        ("POST", f"{_F}/cancel_trigger_order"): _futures(
+            "futuresCancelTriggerOrder",
+            "Cancel a waiting conditional order",
+            "TRADE",
+            wire.FuturesOrderId,
+            body=FuturesCancelRequest,
+            description="As `/cancel`, for conditional orders only: an id naming an order"
+            " gives -2013.",
+            extension=True,
+        ),
+        ("POST", f"{_F}/trigger_order_list"): _futures(
+            "futuresTriggerOrderList",
+            "Waiting conditional orders (newest first)",
+            "READ",
+            wire.TriggerListAnswer,
+            body=TriggerListRequest,
+            body_required=False,
+            description="The family's envelope; `count` is the number in all pages.",
+            extension=True,
+        ),
+        ("GET", f"{_F}/positions"): _futures(
+            "futuresPositions",
+            "Open positions",
+            "READ",
+            list[wire.FuturesPositionItem],
+            query=FuturesOpenOrdersQuery,
+            description="Without `contractName`: every contract's. Oldest first.",
+            extension=True,
+        ),
+        ("POST", f"{_F}/edit_user_position_model"): _futures(
+            "futuresEditPositionModel",
+            "Set the position mode (two-way only)",
+            "TRADE",
+            wire.NoDataAnswer,
+            body=EditPositionModelRequest,
+            extension=True,
+        ),
         ("POST", f"{_FX}/transfer"): _futures(
             "futuresTransfer",
             "Move funds between the spot and the futures account",
@@ -1020,6 +1203,28 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", f"{_A}/accounts/reset"): {"userId": 1},
 }
 """A valid request of each operation with parameters (body, or query values)."""
+EXAMPLES.update(
+    {
+        ("GET", f"{_S2}/ticker"): {"symbols": "BTCUSDT,ETHUSDT"},
+        ("GET", f"{_S3}/historyOrders"): {"symbol": "BTCUSDT", "limit": 10},
+        ("POST", f"{_S}/asset/transfer"): {
+            "coinSymbol": "USDT",
+            "amount": "100",
+            "fromAccount": "EXCHANGE",
+            "toAccount": "FUTURE",
+        },
+        ("POST", f"{_S}/asset/transferQuery"): {
+            "fromAccount": "EXCHANGE",
+            "toAccount": "FUTURE",
+            "coinSymbol": "USDT",
+            "limit": 10,
+        },
+        ("GET", f"{_S3}/myTrades"): {"symbol": "BTCUSDT", "limit": 10},
+    }
+)
+for (_method, _path), _example in list(EXAMPLES.items()):
+    if _path.startswith(_S + "/"):
+        EXAMPLES.setdefault((_method, _S2 + _path[len(_S) :]), _example)
 
 EXAMPLES.update(
     {
@@ -1050,6 +1255,13 @@ EXAMPLES.update(
         },
         ("POST", f"{_F}/edit_position_margin"): {"positionId": 1, "amount": "-10"},
         ("POST", f"{_F}/cancel_all"): {"contractName": "E-BTC-USDT"},
+        ("POST", f"{_F}/cancel_trigger_order"): {"contractName": "E-BTC-USDT", "orderId": "7"},
+        ("POST", f"{_F}/trigger_order_list"): {"contractName": "E-BTC-USDT", "limit": 10},
+        ("GET", f"{_F}/positions"): {"contractName": "E-BTC-USDT"},
+        ("POST", f"{_F}/edit_user_position_model"): {
+            "contractName": "E-BTC-USDT",
+            "positionModel": 2,
+        },
         ("POST", f"{_FX}/transfer"): {
             "asset": "USDT",
             "amount": "1000",
@@ -1107,7 +1319,8 @@ _SECURITY_SCHEMES = {
         "in": "header",
         "name": "X-CH-TS",
         "description": "UNIX time in milliseconds when the request was signed; accepted when"
-        " `ts < serverTime + 1000` and `serverTime - ts <= recvWindow`.",
+        " `ts < serverTime + 1000` and `serverTime - ts <= recvWindow` (the 1000 ms is the"
+        " server's `[server] max_clock_ahead_ms`, 1000 by default).",
     },
     "Signature": {
         "type": "apiKey",
@@ -1145,7 +1358,8 @@ _TAGS = [
         "description": "Perpetual futures under /futures/open/fapi/v1 (ticker and index also"
         " at /fapi/v1); public market data, signed trading and account. The family's"
         " extensions (edit_lever, edit_user_margin_model, edit_position_margin, cancel_all,"
-        " ticker_all) and tradehall's under /tradehall are marked as extensions.",
+        " ticker_all, cancel_trigger_order, trigger_order_list, positions,"
+        " edit_user_position_model) and tradehall's under /tradehall are marked as extensions.",
     },
     {"name": "Meta", "description": "Extension: this document.", EXTENSION: True},
 ]

@@ -23,7 +23,12 @@ from tradehall.marketdata import Interval, parse_interval
 from tradehall.units import pow10
 
 PREFIX = "/spot/open/sapi/v1"
+PREFIX_V2 = "/spot/open/sapi/v2"
+PREFIX_V3 = "/spot/open/sapi/v3"
 MAX_BATCH = 10
+WINDOW_MS = 7 * 24 * 3600 * 1000
+"""The widest startTime..endTime window of the v3 history reads, and their default (the
+last seven days), as the family has it."""
 
 
 def pair_of(call: Call, params: Params | None = None) -> PairSpec:
@@ -97,6 +102,37 @@ def interval_of(call: Call, names: str) -> Interval:
 async def ticker(call: Call) -> Any:
     pair = pair_of(call)
     return wire.ticker(pair, call.exchange.marketdata.ticker(pair.symbol, call.now), call.now)
+
+
+async def ticker_v2(call: Call) -> Any:
+    """``GET /sapi/v2/ticker``: one pair's ticker with its best bid and ask and its quote
+    volume, or, without ``symbol``, every pair's (``symbols=a,b`` picks some) in a list."""
+    pairs = call.exchange.config.markets.pairs
+    if call.params.present("symbol"):
+        return _ticker_item(call, pair_of(call))
+    wanted = call.params.text("symbols")
+    if wanted is None:
+        return [_ticker_item(call, pair) for pair in pairs.values()]
+    chosen = []
+    for name in wanted.split(","):
+        if not name.strip():
+            raise call.params.malformed("symbols", "has an empty name")
+        pair = pair_of(call, Params({"symbol": name.strip()}))
+        if pair not in chosen:
+            chosen.append(pair)
+    return [_ticker_item(call, pair) for pair in chosen]
+
+
+def _ticker_item(call: Call, pair: PairSpec) -> wire.TickerItem:
+    book = call.exchange.engine.spot.books[pair.symbol]
+    marketdata = call.exchange.marketdata
+    return wire.ticker_item(
+        pair,
+        marketdata.ticker(pair.symbol, call.now),
+        book.bids.depth(1),
+        book.asks.depth(1),
+        call.now,
+    )
 
 
 async def trades(call: Call) -> Any:
@@ -269,6 +305,48 @@ async def my_trades(call: Call) -> Any:
     return [wire.account_trade(pair, trade, call.account) for trade in rows]
 
 
+def time_window(call: Call) -> tuple[int, int]:
+    """``startTime``..``endTime`` (inclusive) of a v3 history read: the last seven days
+    without either, seven days from the one given, at most seven days with both."""
+    start = call.params.integer("startTime", minimum=0)
+    end = call.params.integer("endTime", minimum=0)
+    if start is None:
+        end = call.now if end is None else end
+        start = max(0, end - WINDOW_MS)
+    elif end is None:
+        end = start + WINDOW_MS
+    if end < start:
+        raise ApiError(Code.BAD_PARAM, "endTime must not be before startTime")
+    if end - start > WINDOW_MS:
+        raise ApiError(Code.BAD_PARAM, "startTime and endTime must be at most 7 days apart")
+    return start, end
+
+
+async def _windowed(call: Call, read: Callable[..., list[Any]]) -> list[Any]:
+    """A v3 history read: optional ``symbol``, ``limit`` (default 50, at most 100) and the
+    time window, from the store once everything applied so far is committed."""
+    pair = pair_of(call) if call.params.present("symbol") else None
+    limit = call.params.limit(50, 100)
+    start, end = time_window(call)
+    await call.durable()
+    symbol = pair.symbol if pair else None
+    return await call.state.read(read, call.account, symbol, start, end, limit)
+
+
+async def history_orders(call: Call) -> Any:
+    """``GET /sapi/v3/historyOrders``: the account's orders, open and ended, newest first."""
+    pairs = call.exchange.config.markets.pairs
+    rows = await _windowed(call, call.exchange.store.account_orders)
+    return [wire.history_order(pairs[order.symbol], order) for order in rows]
+
+
+async def my_trades_v3(call: Call) -> Any:
+    """``GET /sapi/v3/myTrades``: the account's trades in a time window, newest first."""
+    pairs = call.exchange.config.markets.pairs
+    rows = await _windowed(call, call.exchange.store.account_trades_between)
+    return [wire.account_trade(pairs[trade.symbol], trade, call.account) for trade in rows]
+
+
 async def account(call: Call) -> Any:
     exchange = call.exchange
     amounts = exchange.engine.balances(call.account)
@@ -308,4 +386,31 @@ def routes() -> list[Route]:
         )
         for method, path, fn, trade in signed
     ]
+    return out
+
+
+def family_routes() -> list[Route]:
+    """The family's newer spot reads: the v2 ticker (every pair, best bid and ask) and the
+    v3 history reads. ``v2_aliases`` adds the rest of v2."""
+    ticker_path = PREFIX_V2 + "/ticker"
+    out = [Route(ticker_path, endpoint(ticker_v2, name=f"GET {ticker_path}"), methods=["GET"])]
+    for path, fn in (("/historyOrders", history_orders), ("/myTrades", my_trades_v3)):
+        name = f"GET {PREFIX_V3}{path}"
+        out.append(Route(PREFIX_V3 + path, endpoint(fn, name=name, signed=True), methods=["GET"]))
+    return out
+
+
+def v2_aliases(routes: list[Route]) -> list[Route]:
+    """Every spot and margin route under /sapi/v1 again under /sapi/v2, with the very same
+    endpoint (so the same behaviour and the same rate-limit bucket), except where ``routes``
+    already has the v2 path for that method."""
+    taken = {(r.path, method) for r in routes for method in r.methods or ()}
+    out = []
+    for r in routes:
+        if not r.path.startswith(PREFIX + "/"):
+            continue
+        path = PREFIX_V2 + r.path[len(PREFIX) :]
+        methods = [m for m in r.methods or () if m != "HEAD" and (path, m) not in taken]
+        if methods:
+            out.append(Route(path, r.endpoint, methods=methods))
     return out

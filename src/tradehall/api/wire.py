@@ -19,7 +19,7 @@ from msgspec import Meta
 
 from tradehall.engine.events import Trade
 from tradehall.engine.markets import AssetSpec, PairSpec
-from tradehall.engine.orders import BUY, MARKET, OrderState
+from tradehall.engine.orders import BUY, MARKET, NEW, PARTIALLY_FILLED, OrderState
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.marketdata import Ticker as TickerStats
 from tradehall.units import format_units, format_units_trimmed, pow10
@@ -114,6 +114,18 @@ class Ticker(Wire, frozen=True):
     time: Millis
 
 
+class TickerItem(Ticker, frozen=True):
+    """``GET /sapi/v2/ticker``: the ticker with the pair, its quote volume (``amount``) and
+    the best bid and ask (price and quantity; ``0`` when that side of the book is empty)."""
+
+    symbol: Symbol
+    amount: DecimalText
+    ask_price: DecimalText
+    ask_volume: DecimalText
+    bid_price: DecimalText
+    bid_volume: DecimalText
+
+
 class PublicTradeInfo(Wire, frozen=True):
     """A public trade; ``side`` is the taker's."""
 
@@ -148,6 +160,7 @@ class OrderCreated(Wire, frozen=True):
 
     symbol: Symbol
     order_id: IdText
+    order_id_string: IdText
     client_order_id: str
     transact_time: MillisText
     price: DecimalText
@@ -162,6 +175,7 @@ class OrderDetail(Wire, frozen=True):
     """The answer to ``GET /order``."""
 
     order_id: IdText
+    order_id_string: IdText
     client_order_id: str
     symbol: Symbol
     price: DecimalText
@@ -178,6 +192,7 @@ class OpenOrder(Wire, frozen=True):
     """An element of ``GET /openOrders``."""
 
     order_id: IdText
+    order_id_string: IdText
     symbol: Symbol
     price: DecimalText
     orig_qty: DecimalText
@@ -189,12 +204,32 @@ class OpenOrder(Wire, frozen=True):
     time: MillisText
 
 
+class HistoryOrder(Wire, frozen=True):
+    """An element of ``GET /sapi/v3/historyOrders``; ``isWorking`` is true while the order
+    rests in the book."""
+
+    order_id: IdText
+    order_id_string: IdText
+    client_order_id: str
+    symbol: Symbol
+    price: DecimalText
+    orig_qty: DecimalText
+    executed_qty: DecimalText
+    avg_price: DecimalText
+    status: Status
+    type: OrderType
+    side: Side
+    time: MillisText
+    is_working: bool
+
+
 class OrderCanceled(Wire, frozen=True):
     """The answer to ``POST /cancel``."""
 
     symbol: Symbol
     client_order_id: str
     order_id: IdText
+    order_id_string: IdText
     status: Status
 
 
@@ -273,6 +308,59 @@ class MarginRepaid(MarginAccountView, frozen=True):
 
     asset: str
     repaid: DecimalText
+
+
+# ------------------------------------------------------------------------- asset transfers
+
+
+AccountName = Literal["EXCHANGE", "FUTURE"]
+
+
+class TransferId(Wire, frozen=True):
+    transfer_id: IdText
+
+
+class TransferRecord(Wire, frozen=True):
+    """A transfer between the spot (``EXCHANGE``) and the futures (``FUTURE``) account."""
+
+    transfer_id: IdText
+    from_account: AccountName
+    to_account: AccountName
+    coin_symbol: str
+    create_time: Millis
+    amount: DecimalText
+    status: Literal["SUCCESS"]
+
+
+class TransferList(Wire, frozen=True):
+    records: list[TransferRecord] = msgspec.field(name="list")
+
+
+class _Envelope(Wire, frozen=True, kw_only=True):
+    """The family's wrapping of its asset answers: ``code`` ``"0"`` and ``msg`` ``SUCCESS``
+    around ``data`` (errors are plain ``{code, msg}`` answers, as everywhere)."""
+
+    code: Literal["0"] = "0"
+    msg: Literal["SUCCESS"] = "SUCCESS"
+
+
+class NoDataAnswer(_Envelope, frozen=True, kw_only=True):
+    """The family's answer of a setting change: ``{"code": "0", "msg": "SUCCESS", "data":
+    null}``."""
+
+    data: None = None
+
+
+class TransferAnswer(_Envelope, frozen=True, kw_only=True):
+    """The answer to ``POST /asset/transfer``."""
+
+    data: TransferId
+
+
+class TransferQueryAnswer(_Envelope, frozen=True, kw_only=True):
+    """The answer to ``POST /asset/transferQuery``: newest first."""
+
+    data: TransferList
 
 
 # ------------------------------------------------------------------------- admin (extension)
@@ -443,6 +531,7 @@ def order_created(pair: PairSpec, order: OrderState) -> OrderCreated:
     return OrderCreated(
         pair.symbol,
         str(order.id),
+        str(order.id),
         order.client_id,
         str(order.time),
         price(pair, order.price),
@@ -456,6 +545,7 @@ def order_created(pair: PairSpec, order: OrderState) -> OrderCreated:
 
 def order_detail(pair: PairSpec, order: OrderState) -> OrderDetail:
     return OrderDetail(
+        str(order.id),
         str(order.id),
         order.client_id,
         pair.symbol,
@@ -473,6 +563,7 @@ def order_detail(pair: PairSpec, order: OrderState) -> OrderDetail:
 def open_order(pair: PairSpec, order: OrderState) -> OpenOrder:
     return OpenOrder(
         str(order.id),
+        str(order.id),
         pair.symbol,
         price(pair, order.price),
         orig_qty(pair, order),
@@ -485,8 +576,28 @@ def open_order(pair: PairSpec, order: OrderState) -> OpenOrder:
     )
 
 
+def history_order(pair: PairSpec, order: OrderState) -> HistoryOrder:
+    return HistoryOrder(
+        str(order.id),
+        str(order.id),
+        order.client_id,
+        pair.symbol,
+        price(pair, order.price),
+        orig_qty(pair, order),
+        qty(pair, order.filled),
+        avg_price(pair, order.filled, order.filled_quote),
+        cast(Status, order.status),
+        cast(OrderType, order.type),
+        cast(Side, order.side),
+        str(order.time),
+        order.status in (NEW, PARTIALLY_FILLED),
+    )
+
+
 def order_canceled(pair: PairSpec, order: OrderState) -> OrderCanceled:
-    return OrderCanceled(pair.symbol, order.client_id, str(order.id), cast(Status, order.status))
+    return OrderCanceled(
+        pair.symbol, order.client_id, str(order.id), str(order.id), cast(Status, order.status)
+    )
 
 
 def account_trade(pair: PairSpec, trade: Trade, account: int) -> AccountTrade:
@@ -528,6 +639,32 @@ def ticker(pair: PairSpec, t: TickerStats, now_ms: int) -> Ticker:
         qty(pair, t.volume),
         t.rose,
         now_ms,
+    )
+
+
+def ticker_item(
+    pair: PairSpec,
+    t: TickerStats,
+    bid: list[tuple[int, int]],
+    ask: list[tuple[int, int]],
+    now_ms: int,
+) -> TickerItem:
+    """``bid``/``ask``: the best level of each side, if any; ``amount`` is the window's traded
+    value in the quote asset (``t.amount``)."""
+    (ask_price, ask_lots), (bid_price, bid_lots) = (ask or [(0, 0)])[0], (bid or [(0, 0)])[0]
+    return TickerItem(
+        price(pair, t.high),
+        price(pair, t.low),
+        price(pair, t.last),
+        qty(pair, t.volume),
+        t.rose,
+        now_ms,
+        pair.symbol,
+        format_units(t.amount, pair.quote_decimals),
+        price(pair, ask_price),
+        qty(pair, ask_lots),
+        price(pair, bid_price),
+        qty(pair, bid_lots),
     )
 
 
@@ -700,6 +837,7 @@ class FuturesOrderId(Wire, frozen=True):
     """The answer to ``POST /order``, ``/conditionOrder`` and ``/cancel``."""
 
     order_id: IdText
+    order_id_string: IdText
 
 
 class FuturesOrder(Wire, frozen=True):
@@ -707,6 +845,7 @@ class FuturesOrder(Wire, frozen=True):
     shows as ``NEW`` with its ``triggerType`` and ``triggerPrice``."""
 
     order_id: Id
+    order_id_string: IdText
     contract_name: ContractName
     symbol: Symbol
     price: Number
@@ -733,6 +872,7 @@ class FuturesHistoricalOrder(Wire, frozen=True):
     ctime: LocalTime
     position_type: Annotated[int, Meta(ge=1, le=2)]
     order_id: Id
+    order_id_string: IdText
     avg_price: Number
     price: Number
     volume: Number
@@ -832,6 +972,13 @@ class FuturesPosition(Wire, frozen=True):
     max_fee_rate: Number
 
 
+class FuturesPositionItem(FuturesPosition, frozen=True):
+    """An element of ``GET /positions``: the position with its contract named."""
+
+    contract_name: ContractName
+    contract_symbol: Symbol
+
+
 class FuturesPositionGroup(Wire, frozen=True):
     contract_id: Id
     contract_name: ContractName
@@ -886,3 +1033,39 @@ class FuturesBalance(Wire, frozen=True):
     asset: str
     free: DecimalText
     locked: DecimalText
+
+
+class TriggerItem(Wire, frozen=True):
+    """A waiting conditional order in ``POST /trigger_order_list`` (the family's fields;
+    numbers as decimal text, as the family sends them). ``id`` and ``triggerOrderId`` are
+    both its id; ``ctime``/``mtime`` placement and last change; ``open`` OPEN or CLOSE."""
+
+    id: IdText
+    trigger_order_id: IdText
+    client_order_id: str
+    contract_id: Id
+    contract_name: ContractName
+    margin_coin: str
+    multiplier: DecimalText
+    trigger_price: DecimalText
+    price: DecimalText
+    price_precision: Annotated[int, Meta(ge=0)]
+    volume: DecimalText
+    open: Action
+    side: Side
+    type: OrderType
+    position_type: Annotated[int, Meta(ge=1, le=2)]
+    ctime: Millis
+    mtime: Millis
+    trigger_type: Annotated[int, Meta(ge=1, le=4)]
+
+
+class TriggerList(Wire, frozen=True):
+    trig_order_list: list[TriggerItem]
+    count: Annotated[int, Meta(ge=0, description="Waiting conditional orders in all pages.")]
+
+
+class TriggerListAnswer(_Envelope, frozen=True, kw_only=True):
+    """The answer to ``POST /trigger_order_list``, in the family's envelope."""
+
+    data: TriggerList

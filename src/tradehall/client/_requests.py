@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -22,6 +22,8 @@ from tradehall.client.signing import request_path_for_signing, sign, signature_p
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 SPOT = "/spot/open/sapi/v1"
+SPOT_V2 = "/spot/open/sapi/v2"
+SPOT_V3 = "/spot/open/sapi/v3"
 MARGIN = SPOT + "/margin"
 FUTURES = "/futures/open/fapi/v1"
 FUTURES_MARKET = "/fapi/v1"
@@ -240,7 +242,9 @@ def decode_response(response: httpx2.Response) -> Any:
     except ValueError:
         data = _NOT_JSON
     status = response.status_code
-    if status >= 400 or data is _NOT_JSON or (isinstance(data, dict) and "code" in data):
+    # The family's asset answers wrap their data in {"code": "0", "msg": "SUCCESS", ...}.
+    failed = isinstance(data, dict) and "code" in data and data["code"] != "0"
+    if status >= 400 or data is _NOT_JSON or failed:
         raise error_from(status, data, response.text)
     return data
 
@@ -318,6 +322,53 @@ def open_orders(prefix: str, symbol: str, limit: Limit | None) -> Call:
 def my_trades(prefix: str, symbol: str, limit: Limit | None, from_id: int | None) -> Call:
     """GET /myTrades."""
     return signed_get(prefix, "/myTrades", {"symbol": symbol, "limit": limit, "fromId": from_id})
+
+
+def on_spot_version(path: str, version: str) -> str:
+    """``path`` moved from /sapi/v1 to the family's ``version`` (``v1`` or ``v2``) address."""
+    if version not in ("v1", "v2"):
+        raise ValueError(f"spot_version must be 'v1' or 'v2', not {version!r}")
+    if version == "v2" and path.startswith(SPOT + "/"):
+        return SPOT_V2 + path[len(SPOT) :]
+    return path
+
+
+def tickers(symbols: Sequence[str] | None) -> Call:
+    """GET /sapi/v2/ticker without ``symbol``: every pair's ticker, or those in ``symbols``."""
+    params = None if symbols is None else {"symbols": ",".join(symbols)}
+    return Call("GET", SPOT_V2 + "/ticker", params=params)
+
+
+def v3_history(
+    path: str, symbol: str | None, limit: Limit | None, start: int | None, end: int | None
+) -> Call:
+    """GET /sapi/v3/historyOrders or /sapi/v3/myTrades."""
+    params = {"symbol": symbol, "limit": limit, "startTime": start, "endTime": end}
+    return signed_get(SPOT_V3, path, params)
+
+
+def asset_transfer(coin: str, amount: Number, from_account: str, to_account: str) -> Call:
+    """POST /asset/transfer: between the spot (EXCHANGE) and the futures (FUTURE) account."""
+    body = {"coinSymbol": coin, "amount": amount, "fromAccount": from_account}
+    return signed_post(SPOT, "/asset/transfer", {**body, "toAccount": to_account})
+
+
+def asset_transfer_query(filters: Mapping[str, Any]) -> Call:
+    """POST /asset/transferQuery; ``filters`` by their Python names, Nones omitted."""
+    names = {
+        "transfer_id": "transferId",
+        "coin": "coinSymbol",
+        "from_account": "fromAccount",
+        "to_account": "toAccount",
+        "start_time": "startTime",
+        "end_time": "endTime",
+        "page": "page",
+        "limit": "limit",
+    }
+    body = compact({names[key]: value for key, value in filters.items()})
+    if "transferId" in body:
+        body["transferId"] = str(body["transferId"])
+    return signed_post(SPOT, "/asset/transferQuery", body)
 
 
 # --- futures ----------------------------------------------------------------------------------

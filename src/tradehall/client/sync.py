@@ -30,7 +30,11 @@ class Client:
         http: httpx2.Client | None = None,
         timeout: float = 10.0,
         clock: Callable[[], int] | None = None,
+        spot_version: str = "v1",
     ) -> None:
+        r.on_spot_version(SPOT, spot_version)  # refuses an unknown version now
+        self._spot_version = spot_version
+        """``v2`` sends every spot and margin call to the family's /sapi/v2 address."""
         self._builder = r.RequestBuilder(base_url, api_key, secret, clock)
         self._owns_http = http is None
         self._http = http if http is not None else httpx2.Client(timeout=timeout)
@@ -81,8 +85,9 @@ class Client:
         return self._http.request(p.method, p.url, content=p.content, headers=p.headers)
 
     def _call(self, call: r.Call) -> Any:
+        path = r.on_spot_version(call.path, self._spot_version)
         response = self.request(
-            call.method, call.path, params=call.params, body=call.body, signed=call.signed
+            call.method, path, params=call.params, body=call.body, signed=call.signed
         )
         return r.decode_response(response)
 
@@ -183,6 +188,66 @@ class Client:
     def my_trades(self, symbol: str, limit: Limit | None = None, from_id: int | None = None) -> Any:
         """GET /myTrades."""
         return self._call(r.my_trades(SPOT, symbol, limit, from_id))
+
+    def asset_transfer(self, coin: str, amount: Number, from_account: str, to_account: str) -> Any:
+        """POST /asset/transfer (``EXCHANGE`` spot, ``FUTURE`` futures); ``data.transferId``."""
+        return self._call(r.asset_transfer(coin, amount, from_account, to_account))
+
+    def asset_transfer_query(
+        self,
+        *,
+        transfer_id: int | str | None = None,
+        coin: str | None = None,
+        from_account: str | None = None,
+        to_account: str | None = None,
+        start_time: int | None = None,
+        end_time: int | None = None,
+        page: int | None = None,
+        limit: Limit | None = None,
+    ) -> Any:
+        """POST /asset/transferQuery: ``data.list``, newest first."""
+        filters = dict(
+            transfer_id=transfer_id,
+            coin=coin,
+            from_account=from_account,
+            to_account=to_account,
+            start_time=start_time,
+            end_time=end_time,
+            page=page,
+            limit=limit,
+        )
+        return self._call(r.asset_transfer_query(filters))
+
+    def tickers(self, symbols: Sequence[str] | None = None) -> Any:
+        """GET /sapi/v2/ticker: every pair's ticker with its best bid and ask (or those of
+        ``symbols``)."""
+        return self._call(r.tickers(symbols))
+
+    def ticker_v2(self, symbol: str) -> Any:
+        """GET /sapi/v2/ticker?symbol=: one pair's ticker with its best bid and ask."""
+        return self._call(r.Call("GET", r.SPOT_V2 + "/ticker", params={"symbol": symbol}))
+
+    def history_orders(
+        self,
+        symbol: str | None = None,
+        limit: Limit | None = None,
+        *,
+        start_time: int | None = None,
+        end_time: int | None = None,
+    ) -> Any:
+        """GET /sapi/v3/historyOrders: open and ended orders in a time window."""
+        return self._call(r.v3_history("/historyOrders", symbol, limit, start_time, end_time))
+
+    def my_trades_v3(
+        self,
+        symbol: str | None = None,
+        limit: Limit | None = None,
+        *,
+        start_time: int | None = None,
+        end_time: int | None = None,
+    ) -> Any:
+        """GET /sapi/v3/myTrades: trades in a time window."""
+        return self._call(r.v3_history("/myTrades", symbol, limit, start_time, end_time))
 
     def account(self) -> Any:
         """GET /account."""
@@ -326,6 +391,29 @@ class Client:
         """POST /futures/open/fapi/v1/cancel."""
         body = r.futures_order_ref(contract, order_id, client_order_id)
         return self._call(r.signed_post(FUTURES, "/cancel", body))
+
+    def futures_cancel_trigger_order(
+        self, contract: str, order_id: OrderId | None = None, *, client_order_id: str | None = None
+    ) -> Any:
+        """POST /futures/open/fapi/v1/cancel_trigger_order: a waiting conditional order."""
+        body = r.futures_order_ref(contract, order_id, client_order_id)
+        return self._call(r.signed_post(FUTURES, "/cancel_trigger_order", body))
+
+    def futures_trigger_order_list(
+        self, contract: str | None = None, page: int | None = None, limit: Limit | None = None
+    ) -> Any:
+        """POST /futures/open/fapi/v1/trigger_order_list: ``data.trigOrderList``, ``count``."""
+        body = r.compact({"contractName": contract, "page": page, "limit": limit})
+        return self._call(r.signed_post(FUTURES, "/trigger_order_list", body))
+
+    def futures_positions(self, contract: str | None = None) -> Any:
+        """GET /futures/open/fapi/v1/positions: open positions (of one contract, or all)."""
+        return self._call(r.signed_get(FUTURES, "/positions", {"contractName": contract}))
+
+    def futures_edit_position_model(self, contract: str, model: int) -> Any:
+        """POST /futures/open/fapi/v1/edit_user_position_model (2 two-way; 1, net, refused)."""
+        body = {"contractName": contract, "positionModel": model}
+        return self._call(r.signed_post(FUTURES, "/edit_user_position_model", body))
 
     def futures_cancel_all(self, contract: str | None = None) -> Any:
         """POST /futures/open/fapi/v1/cancel_all (extension)."""

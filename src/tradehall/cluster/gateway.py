@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from tradehall.api.app import App, assemble, client_routes, wall_clock_ms
+from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.errors import ApiError
 from tradehall.api.http import EndpointSpec, failed_answer
 from tradehall.api.monitor import Monitor
@@ -60,6 +61,7 @@ class Gateway:
         limits: LimitSettings,
         timeout: float = DEFAULT_TIMEOUT,
         clock: Callable[[], int] = wall_clock_ms,
+        max_ahead_ms: int = MAX_AHEAD_MS,
     ) -> None:
         self.url = url
         self.subject = subject
@@ -68,6 +70,7 @@ class Gateway:
         self._limiter = RateLimiter(limits) if limits.enabled else None
         self._replay = make_guard(limits.storage)
         self._monitor = Monitor()
+        self._max_ahead_ms = max_ahead_ms
         self.keys: dict[str, ApiKey] = {}
         self.keys_loaded = False
         self.nc: Nats | None = None
@@ -90,6 +93,10 @@ class Gateway:
     @property
     def monitor(self) -> Monitor:
         return self._monitor
+
+    @property
+    def max_ahead_ms(self) -> int:
+        return self._max_ahead_ms
 
     def failed(
         self,

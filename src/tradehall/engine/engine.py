@@ -49,6 +49,8 @@ from tradehall.engine.futures import Futures
 from tradehall.engine.futures_model import (
     FUTURES_ACCOUNT_BASE,
     KIND_POSITION,
+    KIND_TRANSFER,
+    AccountTransfer,
     ContractState,
     FuturesChanged,
     FuturesOrder,
@@ -56,7 +58,6 @@ from tradehall.engine.futures_model import (
     Position,
     Setting,
     Trigger,
-    futures_account,
 )
 from tradehall.engine.ledger import Ledger
 from tradehall.engine.margin import MARGIN_ACCOUNT_BASE, Margin, MarginAccount
@@ -488,10 +489,10 @@ class Engine:
             cancelled.append(trigger.id)
         return sorted(cancelled)
 
-    def _futures_transfer(self, cmd: FuturesTransfer) -> tuple[int, int]:
-        self.futures.transfer(cmd.user, cmd.asset, cmd.amount, cmd.into_futures)
+    def _futures_transfer(self, cmd: FuturesTransfer) -> AccountTransfer:
+        record = self.futures.transfer(cmd.user, cmd.asset, cmd.amount, cmd.into_futures, cmd.ts)
         self._futures_settle([], cmd.ts, traded=False)  # less cash behind cross positions?
-        return self.ledger.get(futures_account(cmd.user), cmd.asset)
+        return record
 
     def _set_leverage(self, cmd: SetLeverage) -> Setting:
         return self.futures.set_leverage(cmd.user, cmd.contract, cmd.leverage)
@@ -614,7 +615,7 @@ class Engine:
             feed(fx.settings[key])
         for symbol in sorted(fx.states):
             feed(fx.states[symbol])
-        feed(fx.next_position_id)
+        feed((fx.next_position_id, fx.next_transfer_id))
         return digest.hexdigest()
 
     # ----------------------------------------------------------------- recovery
@@ -658,6 +659,7 @@ class Engine:
             elif isinstance(doc, ContractState) and doc.contract in fx.states:
                 fx.states[doc.contract] = doc
         fx.next_position_id = max(fx.next_position_id, max_ids.get(KIND_POSITION, 0) + 1)
+        fx.next_transfer_id = max(fx.next_transfer_id, max_ids.get(KIND_TRANSFER, 0) + 1)
 
     def restore_last_price(self, symbol: str, price: int) -> None:
         self.spot.last_price[symbol] = price

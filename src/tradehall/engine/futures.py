@@ -30,9 +30,11 @@ from tradehall.engine.futures_model import (
     KIND_ORDER,
     KIND_POSITION,
     KIND_SETTING,
+    KIND_TRANSFER,
     KIND_TRIGGER,
     OPEN,
     WAITING,
+    AccountTransfer,
     ContractState,
     FuturesChanged,
     FuturesOrder,
@@ -127,6 +129,8 @@ class Futures:
         self.risk_bands = RiskBands(list(contracts))
         """Which positions a move of the mark can have made due (liquidation's index)."""
         self.next_position_id = 1
+        self.next_transfer_id = 1
+        """Id of the next spot <-> futures transfer (``AccountTransfer``)."""
         self.margin_coins = {c.margin_coin for c in contracts.values()}
 
     # ----------------------------------------------------------------- lookups
@@ -269,22 +273,28 @@ class Futures:
         if asset not in self.margin_coins:
             raise Reject(Code.BAD_PARAM, f"{asset} is not the margin coin of any contract")
 
-    def transfer(self, user: int, asset: str, amount: int, into_futures: bool) -> tuple[int, int]:
+    def transfer(
+        self, user: int, asset: str, amount: int, into_futures: bool, ts: int
+    ) -> AccountTransfer:
         self.check_coin(asset)
         if amount <= 0:
             raise Reject(Code.BAD_PARAM, "amount must be positive")
         account = futures_account(user)
+        ref = self.next_transfer_id
         if into_futures:
             if self.ledger.free(user, asset) < amount:
                 raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient spot {asset} balance")
-            self.ledger.change(user, asset, -amount, 0, "to_futures", account)
-            self.ledger.change(account, asset, amount, 0, "from_spot", user)
+            self.ledger.change(user, asset, -amount, 0, "to_futures", ref)
+            self.ledger.change(account, asset, amount, 0, "from_spot", ref)
         else:
             if self.available(user, asset) < amount:
                 raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient futures {asset} balance")
-            self.ledger.change(account, asset, -amount, 0, "to_spot", user)
-            self.ledger.change(user, asset, amount, 0, "from_futures", account)
-        return self.ledger.get(account, asset)
+            self.ledger.change(account, asset, -amount, 0, "to_spot", ref)
+            self.ledger.change(user, asset, amount, 0, "from_futures", ref)
+        self.next_transfer_id += 1
+        record = AccountTransfer(ref, user, asset, amount, into_futures, ts)
+        self.events.append(FuturesChanged(KIND_TRANSFER, user, asset, ref, False, record))
+        return record
 
     def adjust_margin(self, user: int, position_id: int, amount: int, ts: int) -> Position:
         pos = self.position_by_id(user, position_id)

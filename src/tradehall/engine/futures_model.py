@@ -45,6 +45,7 @@ KIND_TRIGGER: Final = "trigger"
 KIND_SETTING: Final = "setting"
 KIND_CONTRACT: Final = "contract"
 KIND_FUNDING: Final = "funding"
+KIND_TRANSFER: Final = "transfer"
 
 FUTURES_ACCOUNT_BASE = 2 * 10**15
 """A user's futures account is ``FUTURES_ACCOUNT_BASE + user``: one ledger account per user,
@@ -307,6 +308,30 @@ class FundingRecord(msgspec.Struct, frozen=True, gc=False):
     """Total paid by the paying side (equals the total received)."""
 
 
+class AccountTransfer(msgspec.Struct, frozen=True, gc=False):
+    """A move between a user's spot and futures accounts (its ledger entries carry ``id`` as
+    their ref). Stored as a document of its own, under the asset, never loaded at recovery."""
+
+    id: int
+    user: int
+    asset: str
+    amount: int
+    into_futures: bool
+    time: int
+
+
+FuturesDoc = (
+    FuturesOrderState
+    | Position
+    | Trigger
+    | Setting
+    | ContractState
+    | FundingRecord
+    | AccountTransfer
+)
+"""A futures document (``FuturesChanged.doc``; stored as ``futures_docs.doc``)."""
+
+
 class FuturesChanged(msgspec.Struct, frozen=True, gc=False):
     """A futures document after a change: the store upserts it under (kind, user, contract,
     id); ``live`` marks what recovery must load (open orders, open positions, waiting
@@ -317,4 +342,4 @@ class FuturesChanged(msgspec.Struct, frozen=True, gc=False):
     contract: str
     id: int
     live: bool
-    doc: FuturesOrderState | Position | Trigger | Setting | ContractState | FundingRecord
+    doc: FuturesDoc

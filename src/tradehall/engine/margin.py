@@ -130,13 +130,21 @@ class Margin:
 
     # ----------------------------------------------------------------- valuation
 
-    def price(self, symbol: str) -> int:
+    def prices(self, symbol: str) -> tuple[int, ...]:
+        """The prices a loan or a transfer out is valued at: the last trade price; before the
+        pair's first trade, the best bid and the best ask (both, or the one side there is: a
+        check must pass at each, so neither side of a wide book flatters the account)."""
         price = self.spot.last_price.get(symbol)
-        if not price:
+        if price:
+            return (price,)
+        book = self.spot.books[symbol]
+        sides = tuple(level.price for level in (book.bids.best(), book.asks.best()) if level)
+        if not sides:
             raise Reject(
-                Code.INSUFFICIENT_BALANCE, f"{symbol} has no trade price yet to value a loan"
+                Code.INSUFFICIENT_BALANCE,
+                f"{symbol} has no trade price and no order in its book yet to value a loan",
             )
-        return price
+        return sides
 
     def risk(
         self,
@@ -193,10 +201,12 @@ class Margin:
         spec = self.spec(account.symbol)
         if self.ledger.free(POOL_ACCOUNT, asset) < amount:
             raise Reject(Code.INSUFFICIENT_BALANCE, f"the lending pool cannot lend {asset} now")
-        risk = self.risk(account, self.price(account.symbol), (asset, amount, amount))
-        equity = risk.assets - risk.debts
-        within_leverage = risk.debts <= (spec.max_leverage - 1) * equity
-        if not (within_leverage and risk.ratio_at_least(spec.initial_level)):
+        for price in self.prices(account.symbol):
+            risk = self.risk(account, price, (asset, amount, amount))
+            equity = risk.assets - risk.debts
+            within_leverage = risk.debts <= (spec.max_leverage - 1) * equity
+            if within_leverage and risk.ratio_at_least(spec.initial_level):
+                continue
             raise Reject(
                 Code.INSUFFICIENT_BALANCE,
                 f"insufficient margin: borrowing would exceed {spec.max_leverage}x leverage",
@@ -280,12 +290,13 @@ class Margin:
                 Code.INSUFFICIENT_BALANCE, f"insufficient free {asset} in the margin account"
             )
         if account.has_debt():
-            risk = self.risk(account, self.price(symbol), (asset, -amount, 0))
-            if not risk.ratio_at_least(self.specs[symbol].initial_level):
-                raise Reject(
-                    Code.INSUFFICIENT_BALANCE,
-                    "transfer would take the margin account below its initial risk level",
-                )
+            for price in self.prices(symbol):
+                risk = self.risk(account, price, (asset, -amount, 0))
+                if not risk.ratio_at_least(self.specs[symbol].initial_level):
+                    raise Reject(
+                        Code.INSUFFICIENT_BALANCE,
+                        "transfer would take the margin account below its initial risk level",
+                    )
         self.ledger.change(account.id, asset, -amount, 0, "margin_out", account.id)
         self.ledger.change(user, asset, amount, 0, "margin_out", account.id)
         return account

@@ -11,19 +11,16 @@ from typing import Protocol, TextIO
 from tradehall.engine.engine import TransferRecord
 from tradehall.engine.events import Trade
 from tradehall.engine.futures_model import (
-    ContractState,
-    FundingRecord,
+    AccountTransfer,
+    FuturesDoc,
     FuturesOrderState,
-    Position,
-    Setting,
     Trigger,
 )
 from tradehall.engine.orders import Order, OrderState
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store.batch import Batch, KeyRow, UserRow
 
-FuturesDoc = FuturesOrderState | Position | Trigger | Setting | ContractState | FundingRecord
-"""A stored futures document (``futures_docs.doc``), decoded by its kind."""
+__all__ = ["FuturesDoc", "Snapshot", "Store", "StoreError", "collector_paused"]
 
 
 class StoreError(Exception):
@@ -92,6 +89,18 @@ class Store(Protocol):
         """Trades of ``account`` on ``symbol``, newest first (see the contract's fromId rule)."""
         ...
 
+    def account_orders(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[OrderState]:
+        """Orders of ``account`` placed within [start, end], newest first."""
+        ...
+
+    def account_trades_between(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[Trade]:
+        """Trades of ``account`` within [start, end], newest first."""
+        ...
+
     def futures_history(
         self,
         kind: str,
@@ -105,6 +114,21 @@ class Store(Protocol):
         only live or only closed ones if ``live`` is given), newest first, paged by the
         contract's fromId rule."""
         ...
+
+    def account_transfers(
+        self,
+        user: int,
+        asset: str | None,
+        into_futures: bool | None,
+        start: int,
+        end: int,
+        skip: int,
+        limit: int,
+    ) -> list[AccountTransfer]:
+        """The user's spot <-> futures transfers within [start, end], newest first."""
+        ...
+
+    def account_transfer(self, user: int, transfer_id: int) -> AccountTransfer | None: ...
 
     def futures_doc(self, kind: str, user: int, contract: str, id: int) -> FuturesDoc | None:
         """One document by its key, live or not."""

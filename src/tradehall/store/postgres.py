@@ -143,6 +143,13 @@ class PostgresStore(SQLStore[PgConnection]):
             yield
 
     def close(self) -> None:
+        with self._writer_lock:
+            writer = self._writer
+            if writer is not None and not writer.closed:
+                # Free the schema at once: the server would release the lock only once it has
+                # noticed the disconnection, so a successor could still find it taken.
+                with contextlib.suppress(*self.errors):
+                    writer.execute("SELECT pg_advisory_unlock_all()")
         super().close()
         with self._writer_lock:
             self._writer = None

@@ -29,7 +29,9 @@ from tradehall.engine.futures_model import (
     KIND_ORDER,
     KIND_POSITION,
     KIND_SETTING,
+    KIND_TRANSFER,
     KIND_TRIGGER,
+    AccountTransfer,
     ContractState,
     FundingRecord,
     FuturesChanged,
@@ -55,6 +57,7 @@ from tradehall.store.batch import Batch, KeyRow, UserRow
 from tradehall.store.schema import MIGRATIONS, SQLITE, TABLES, Only, Table
 
 Row = tuple[Any, ...]
+_INT64_MAX = 2**63 - 1
 
 
 class Cursor(Protocol):
@@ -108,6 +111,7 @@ FUTURES_TYPES: dict[str, type[FuturesDoc]] = {
     KIND_SETTING: Setting,
     KIND_CONTRACT: ContractState,
     KIND_FUNDING: FundingRecord,
+    KIND_TRANSFER: AccountTransfer,
 }
 """The Struct each kind of futures document decodes to."""
 RESTORE_ORDER = (KIND_CONTRACT, KIND_SETTING, KIND_POSITION, KIND_TRIGGER, KIND_ORDER)
@@ -139,6 +143,12 @@ def futures_row(event: FuturesChanged) -> Row:
         int(event.live),
         _FUTURES_ENCODER.encode(event.doc).decode(),
     )
+
+
+def _transfer(doc: str | bytes) -> AccountTransfer:
+    record = decode_futures(KIND_TRANSFER, doc)
+    assert isinstance(record, AccountTransfer)
+    return record
 
 
 def decode_futures(kind: str, doc: str | bytes) -> FuturesDoc:
@@ -515,6 +525,53 @@ class SQLStore(Generic[C]):
             rows.reverse()
         return [decode_futures(kind, doc) for (doc,) in rows]
 
+    def account_transfers(
+        self,
+        user: int,
+        asset: str | None,
+        into_futures: bool | None,
+        start: int,
+        end: int,
+        skip: int,
+        limit: int,
+    ) -> list[AccountTransfer]:
+        """The user's spot <-> futures transfers (of ``asset``, in one direction when
+        ``into_futures`` is not None) made within [start, end], newest first: ``limit`` of
+        them after the first ``skip``. Read newest first in chunks, so the cost grows with
+        the transfers passed over, not with the user's whole history."""
+        where = "kind = ? AND user_id = ?" + (" AND contract = ?" if asset is not None else "")
+        args: tuple[Any, ...] = (KIND_TRANSFER, user) + ((asset,) if asset is not None else ())
+        out: list[AccountTransfer] = []
+        below = _INT64_MAX
+        with self._failing("reading transfers"):
+            conn = self._conn()
+            while len(out) < skip + limit:
+                rows = self._rows(
+                    conn,
+                    f"SELECT id, doc FROM futures_docs WHERE {where} AND id < ?"
+                    " ORDER BY id DESC LIMIT 500",
+                    (*args, below),
+                )
+                for row_id, doc in rows:
+                    record = _transfer(doc)
+                    if record.time < start:
+                        return out[skip : skip + limit]
+                    if record.time <= end and into_futures in (None, record.into_futures):
+                        out.append(record)
+                    below = row_id
+                if len(rows) < 500:
+                    break
+        return out[skip : skip + limit]
+
+    def account_transfer(self, user: int, transfer_id: int) -> AccountTransfer | None:
+        with self._failing("reading a transfer"):
+            row = self._one(
+                self._conn(),
+                "SELECT doc FROM futures_docs WHERE kind = ? AND user_id = ? AND id = ?",
+                (KIND_TRANSFER, user, transfer_id),
+            )
+        return _transfer(row[0]) if row else None
+
     def futures_doc(self, kind: str, user: int, contract: str, id: int) -> FuturesDoc | None:
         with self._failing("reading a futures document"):
             row = self._one(
@@ -586,6 +643,42 @@ class SQLStore(Generic[C]):
                     conn, sql, (symbol, account, from_id, symbol, account, from_id, limit)
                 )
                 rows.reverse()
+            return [Trade(*r) for r in rows]
+
+    def account_orders(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[OrderState]:
+        """Orders of ``account`` (on ``symbol``, or every pair) placed within
+        ``start <= time <= end``, newest first, at most ``limit``."""
+        with self._failing("reading orders"):
+            where = "account = ?" + (" AND symbol = ?" if symbol is not None else "")
+            args: tuple[Any, ...] = (account,) + ((symbol,) if symbol is not None else ())
+            rows = self._rows(
+                self._conn(),
+                f"SELECT {ORDER_COLUMNS} FROM orders WHERE {where}"
+                " AND time >= ? AND time <= ? ORDER BY id DESC LIMIT ?",
+                (*args, start, end, limit),
+            )
+            return [order_state(row) for row in rows]
+
+    def account_trades_between(
+        self, account: int, symbol: str | None, start: int, end: int, limit: int
+    ) -> list[Trade]:
+        """Trades of ``account`` (on ``symbol``, or every pair) within
+        ``start <= time <= end``, newest first, at most ``limit``."""
+        with self._failing("reading trades"):
+            pair = " AND symbol = ?" if symbol is not None else ""
+            mine = (
+                f"SELECT {TRADE_COLUMNS} FROM trades WHERE {{side}}_account = ?{pair}"
+                " AND time >= ? AND time <= ?"
+            )
+            args: tuple[Any, ...] = (account,) + ((symbol,) if symbol is not None else ())
+            rows = self._rows(
+                self._conn(),
+                f"{mine.format(side='bid')} UNION ALL {mine.format(side='ask')}"
+                " ORDER BY id DESC LIMIT ?",
+                (*args, start, end, *args, start, end, limit),
+            )
             return [Trade(*r) for r in rows]
 
     def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:

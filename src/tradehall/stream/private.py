@@ -5,8 +5,8 @@
 
 where ``sign`` is the hex HMAC-SHA256, keyed with the secret, of ``ts + "GET" + path`` (the
 path of the stream, e.g. ``/spotws_user/userData/ws``), checked as a signed REST request is
-(time window, replay, the key's IP allow-list). From then on the account's own events are
-pushed, and nobody else's."""
+(time window with ``[server] max_clock_ahead_ms``, replay, the key's IP allow-list). From
+then on the account's own events are pushed, and nobody else's."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tradehall.stream.frames import BadMessage
 CHANNEL = "user"
 
 
-def private_handler(kind: str, path: str, replay: ReplayGuard) -> Any:
+def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int) -> Any:
     async def handle(conn: Connection, message: dict[str, Any]) -> None:
         event = message.get("event")
         if event != "sub":
@@ -48,6 +48,7 @@ def private_handler(kind: str, path: str, replay: ReplayGuard) -> Any:
                 find_key=hub.exchange.keys.get,
                 client_ip=client.host if client is not None else None,
                 trade=False,
+                max_ahead_ms=max_ahead_ms,
             )
             signature = _text(fields.get("sign"))
             assert signature is not None

@@ -30,11 +30,11 @@ def is_futures_host(websocket: WebSocket) -> bool:
     return "futures" in host.split(".", 1)[0].lower()
 
 
-def routes(hub: Hub, replay: ReplayGuard) -> list[WebSocketRoute]:
+def routes(hub: Hub, replay: ReplayGuard, max_ahead_ms: int) -> list[WebSocketRoute]:
     spot_market = market_handler(futures=False)
     futures_market = market_handler(futures=True)
-    spot_private = private_handler(SPOT, SPOT_PRIVATE, replay)
-    futures_private = private_handler(FUTURES, FUTURES_PRIVATE, replay)
+    spot_private = private_handler(SPOT, SPOT_PRIVATE, replay, max_ahead_ms)
+    futures_private = private_handler(FUTURES, FUTURES_PRIVATE, replay, max_ahead_ms)
 
     async def market(websocket: WebSocket) -> None:
         handler = futures_market if is_futures_host(websocket) else spot_market

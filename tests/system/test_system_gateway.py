@@ -130,6 +130,10 @@ def test_the_same_answers_from_both_topologies(topology: Topology) -> None:
     assert client.futures_depth(CONTRACT)["bids"][0][0] == "20000.0"
     assert client.futures_account()["account"]
 
+    # The family's v2 addresses reach the same handlers.
+    v2 = Client(topology.url, topology.demo["apiKey"], topology.demo["secret"], spot_version="v2")
+    assert v2.get_order(SYMBOL, order_id)["status"] == "CANCELED"
+
     # Refusals: the gateway's (signature) and the engine's (state) alike.
     with pytest.raises(ApiError) as bad_signature:
         Client(topology.url, topology.demo["apiKey"], "0" * 32).account()

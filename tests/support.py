@@ -269,3 +269,95 @@ class Backend:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             cursor = conn.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
+
+
+# --------------------------------------------------------------------------- scale-out topology
+
+NATS_URL = os.environ.get("TRADEHALL_TEST_NATS") or "nats://127.0.0.1:4222"
+
+
+def nats_unreachable() -> str | None:
+    """Why the engine + gateway tests cannot run here (one line), or None."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(NATS_URL)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 4222), 2).close()
+    except OSError as exc:
+        return (
+            f"no NATS at {NATS_URL} ({exc.strerror or exc}); start nats-server -js (.ci/run does)"
+        )
+    return None
+
+
+def _announced(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(5)
+        raise RuntimeError(f"{what} did not start: {proc.stderr.read() if proc.stderr else ''}")
+    info: dict[str, Any] = json.loads(line)
+    return info
+
+
+def start_engine(data_dir: Path, subject: str, *extra: str, nats: str = NATS_URL) -> ServerProcess:
+    """`tradehall engine` on a data folder, listening under ``subject`` on the test NATS; its
+    ``url`` is its loopback admin API."""
+    proc = subprocess.Popen(
+        tradehall_command(
+            "engine",
+            "--data-dir",
+            str(data_dir),
+            "--json",
+            "--nats",
+            nats,
+            "--engine-subject",
+            subject,
+            *extra,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    info = _announced(proc, "engine")
+    return ServerProcess(data_dir, proc, info["url"], info.get("demo"))
+
+
+def start_gateway(
+    subject: str, *extra: str, workers: int = 1, timeout: float = 20.0, nats: str = NATS_URL
+) -> ServerProcess:
+    """`tradehall gateway` on a free loopback port for the engine under ``subject``; returns
+    once it answers (its ``data_dir`` is meaningless: a gateway has none)."""
+    proc = subprocess.Popen(
+        tradehall_command(
+            "gateway",
+            "--port",
+            "0",
+            "--json",
+            "--no-rate-limits",
+            "--nats",
+            nats,
+            "--engine-subject",
+            subject,
+            "--workers",
+            str(workers),
+            *extra,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    info = _announced(proc, "gateway")
+    gateway = ServerProcess(Path(), proc, info["url"], None)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            Client(gateway.url, timeout=1.0).ping()
+            return gateway
+        except Exception:
+            time.sleep(0.05)
+    gateway.stop(signal.SIGKILL)
+    raise RuntimeError("gateway did not answer in time")

@@ -23,6 +23,7 @@ import typer
 from tradehall import __version__, sandbox, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
+from tradehall.cluster import DEFAULT_NATS_URL, DEFAULT_SUBJECT, DEFAULT_TIMEOUT, LinkError
 from tradehall.codes import Code, Reject
 from tradehall.config import Config, ConfigError, load_config
 from tradehall.datadir import DataDir, DataDirBusy
@@ -279,25 +280,38 @@ def serve(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the exchange (SQLite in the data folder, or PostgreSQL with --database)."""
-    try:
-        cfg, datadir = _load(config, data_dir, database)
+
+    def run(cfg: Config, datadir: DataDir) -> None:
         if speed is not None:
             cfg = replace(cfg, simulation=with_speed(cfg.simulation, speed))
         simulate = (sim or demo or cfg.simulation.enabled) and not no_sim
-        bind_host = host or cfg.server.host
-        bind_port = cfg.server.port if port is None else port
+        server.run(
+            cfg,
+            datadir,
+            host or cfg.server.host,
+            cfg.server.port if port is None else port,
+            demo=demo,
+            announce=lambda url, info: _announce(url, datadir, info, as_json, simulate),
+            rate_limits=not no_rate_limits,
+            simulate=simulate,
+        )
+
+    _run_server(config, data_dir, database, as_json, run)
+
+
+def _run_server(
+    config: Path | None,
+    data_dir: Path | None,
+    database: str | None,
+    as_json: bool,
+    run: Callable[[Config, DataDir], None],
+) -> None:
+    """``run`` with the data folder locked, its failures told as the CLI tells them."""
+    try:
+        cfg, datadir = _load(config, data_dir, database)
         with datadir.lock():
-            server.run(
-                cfg,
-                datadir,
-                bind_host,
-                bind_port,
-                demo=demo,
-                announce=lambda url, info: _announce(url, datadir, info, as_json, simulate),
-                rate_limits=not no_rate_limits,
-                simulate=simulate,
-            )
-    except server.ListenError as exc:
+            run(cfg, datadir)
+    except (server.ListenError, server.StartError, LinkError) as exc:
         _fail(CliError(str(exc)), as_json)
     except DataDirBusy as exc:
         _fail(CliError(f"{exc}: is a server already running on it?"), as_json)
@@ -311,13 +325,126 @@ def serve(
         _fail(exc, as_json)
 
 
+NatsOpt = Annotated[str, typer.Option("--nats", help="NATS server URL.")]
+SubjectOpt = Annotated[
+    str, typer.Option("--engine-subject", help="Subject prefix the engine listens under.")
+]
+
+
+@app.command()
+def engine(
+    admin_port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Loopback port of the admin API (0: free one)")
+    ] = 0,
+    nats_url: NatsOpt = DEFAULT_NATS_URL,
+    subject: SubjectOpt = DEFAULT_SUBJECT,
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Create and fund a demo account.")] = False,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the engine process of the scale-out topology: clients reach it through
+    `tradehall gateway` processes over NATS (docs/deployment.md)."""
+    from tradehall.cluster.run import run_engine
+
+    _run_server(
+        config,
+        data_dir,
+        database,
+        as_json,
+        lambda cfg, datadir: run_engine(
+            cfg,
+            datadir,
+            "127.0.0.1",
+            admin_port,
+            nats_url=nats_url,
+            subject=subject,
+            demo=demo,
+            announce=lambda url, info: _announce(url, datadir, info, as_json, role="engine"),
+        ),
+    )
+
+
+@app.command()
+def gateway(
+    host: Annotated[str | None, typer.Option(help="Address to bind [default: 127.0.0.1]")] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="Port (0 picks a free one) [default: 8080]"),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, max=256, help="Worker processes.")] = 1,
+    nats_url: NatsOpt = DEFAULT_NATS_URL,
+    subject: SubjectOpt = DEFAULT_SUBJECT,
+    timeout: Annotated[
+        float, typer.Option(min=0.05, help="Seconds to wait for the engine's answer.")
+    ] = DEFAULT_TIMEOUT,
+    config: ConfigOpt = None,
+    no_rate_limits: Annotated[
+        bool, typer.Option("--no-rate-limits", help="Switch rate limits off.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Serve the REST API in front of a `tradehall engine`, over NATS (docs/deployment.md).
+    With several workers or gateways, set `limits.storage` to Redis so that they share rate
+    limits and replay protection."""
+    from tradehall.cluster.gateway import Gateway
+    from tradehall.cluster.run import run_gateway
+
+    try:
+        cfg, _ = _load(config, None, None)
+        limits = replace(cfg.limits, enabled=cfg.limits.enabled and not no_rate_limits)
+
+        def make_gateway() -> Gateway:
+            return Gateway(
+                nats_url,
+                subject,
+                limits=limits,
+                timeout=timeout,
+                max_ahead_ms=cfg.server.max_clock_ahead_ms,
+            )
+
+        if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):
+            typer.echo(
+                f"warning: {workers} workers with limits.storage = {limits.storage!r}: each"
+                " worker keeps its own rate limits and replay guard; set a Redis URL to"
+                " share them (docs/deployment.md)",
+                err=True,
+            )
+
+        def announce(url: str) -> None:
+            if as_json:
+                typer.echo(json.dumps({"url": url, "workers": workers, "nats": nats_url}))
+            else:
+                typer.echo(f"tradehall {__version__} gateway on {url} ({workers} workers)")
+            sys.stdout.flush()
+
+        run_gateway(
+            host or cfg.server.host,
+            cfg.server.port if port is None else port,
+            workers=workers,
+            make_gateway=make_gateway,
+            announce=announce,
+        )
+    except (server.ListenError, server.StartError, LinkError) as exc:
+        _fail(CliError(str(exc)), as_json)
+    except CliError as exc:
+        _fail(exc, as_json)
+
+
 def _announce(
-    url: str, datadir: DataDir, demo: dict[str, Any] | None, as_json: bool, simulate: bool
+    url: str,
+    datadir: DataDir,
+    demo: dict[str, Any] | None,
+    as_json: bool,
+    simulate: bool = False,
+    role: str = "",
 ) -> None:
     if as_json:
         typer.echo(json.dumps({"url": url, "dataDir": str(datadir.path), "demo": demo}))
     else:
-        typer.echo(f"tradehall {__version__} listening on {url} (data folder: {datadir.path})")
+        where = "engine, admin API on" if role == "engine" else "listening on"
+        typer.echo(f"tradehall {__version__} {where} {url} (data folder: {datadir.path})")
         if demo:
             typer.echo(f"demo account: user {demo['userId']}")
             typer.echo(f"  API key:    {demo['apiKey']}")

@@ -31,6 +31,14 @@ class ListenError(Exception):
     pass
 
 
+class StartError(Exception):
+    """The app did not start (its lifespan's start-up failed; the log says why)."""
+
+
+AppFactory = Callable[[Exchange, str, LimitSettings], ASGIApp]
+"""(exchange, admin token, rate limits) -> the app a server process serves."""
+
+
 class GracefulServer(uvicorn.Server):
     """uvicorn re-raises a captured SIGTERM after its shutdown, which would kill the process
     before our own cleanup (final commit, server.json) ran; here a signal only asks for a
@@ -134,6 +142,7 @@ def run(
     announce: Callable[[str, dict[str, Any] | None], None],
     rate_limits: bool = True,
     simulate: bool = False,
+    make_app: AppFactory | None = None,
 ) -> None:
     """Serve until signalled; with ``simulate`` the market simulation starts with the server
     (``tradehall sim start`` can start it later otherwise). The caller holds the data
@@ -154,11 +163,12 @@ def run(
         limits = dataclasses.replace(cfg.limits, enabled=cfg.limits.enabled and rate_limits)
         sock = listen(host, port)
         try:
-            server = GracefulServer(
-                uvicorn_config(
-                    app_with_faults(exchange, token, limits, simulate, cfg.server.admin_remote)
-                )
+            app = (
+                make_app(exchange, token, limits)
+                if make_app is not None
+                else app_with_faults(exchange, token, limits, simulate, cfg.server.admin_remote)
             )
+            server = GracefulServer(uvicorn_config(app))
             # From the moment we announce, a signal must mean a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, server.handle_exit)
@@ -166,6 +176,8 @@ def run(
             datadir.write_server(host, bound_port)
             announce(url_for(host, bound_port), demo_info)
             server.run(sockets=[sock])
+            if not server.started:
+                raise StartError("the server did not start (see the log above)")
         finally:
             datadir.clear_server()
             sock.close()

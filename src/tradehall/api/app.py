@@ -6,18 +6,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, asset, futures, margin, openapi, spot
 from tradehall.api.auth import MAX_AHEAD_MS
-from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, answer_of
+from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, Front, answer_of
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
@@ -107,6 +108,35 @@ class App(Starlette):
         await super().__call__(scope, receive, send)
 
 
+Companion = Callable[[AppState], contextlib.AbstractAsyncContextManager[Any]]
+"""Something that runs beside the app while it serves (the engine process's NATS service),
+entered after the scheduler starts and left before the committer's last flush."""
+
+
+def client_routes() -> list[BaseRoute]:
+    """The REST API clients use (spot and its family addresses, margin, asset, futures):
+    what gateways serve too."""
+    family = [*spot.routes(), *margin.routes(), *asset.routes(), *spot.family_routes()]
+    return [*family, *spot.v2_aliases(family), *futures.routes()]
+
+
+def assemble(
+    routes: Sequence[BaseRoute],
+    state: Front,
+    lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]],
+) -> App:
+    """The app around ``routes``: JSON errors, no slash redirects, the OpenAPI listing."""
+    app = App(
+        routes=list(routes), exception_handlers={HTTPException: _http_error}, lifespan=lifespan
+    )
+    # A path with a trailing slash is an unknown path (404 with an error object, as the
+    # contract has it), not a redirect to the path without it.
+    app.router.redirect_slashes = False
+    app.router.routes.append(openapi.route(app.router.routes))
+    app.state.tradehall = state
+    return app
+
+
 def create_app(
     exchange: Exchange,
     *,
@@ -118,13 +148,17 @@ def create_app(
     run_simulation: bool = False,
     max_clock_ahead_ms: int = MAX_AHEAD_MS,
     admin_remote: bool = False,
+    client_api: bool = True,
+    companion: Companion | None = None,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
     drive it with ``app.state.scheduler.tick()``. The market simulation (``simulation``
     settings, by default the configuration's) starts with the app under
     ``run_simulation``, or later by ``tradehall sim start``. ``max_clock_ahead_ms``: how far
-    ahead of the clock a signed request's timestamp may be (``[server] max_clock_ahead_ms``)."""
+    ahead of the clock a signed request's timestamp may be (``[server] max_clock_ahead_ms``).
+    ``client_api=False`` (the engine process, whose clients reach it through gateways) serves
+    the admin API only, without streams or pages."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -148,12 +182,14 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
-        hub.start()
+        if client_api:
+            hub.start()
         sampler = asyncio.create_task(state.monitor.run())
         if run_simulation and state.simulation is not None:
             state.simulation.start()
         try:
-            yield
+            async with companion(state) if companion else contextlib.nullcontext():
+                yield
         finally:
             if state.simulation is not None:
                 await state.simulation.stop()
@@ -167,21 +203,12 @@ def create_app(
             committer.close()
             state.reader.shutdown(wait=True)
 
-    family = spot.routes() + margin.routes() + asset.routes() + spot.family_routes()
-    app = App(
-        routes=family + spot.v2_aliases(family) + futures.routes() + admin.routes(),
-        exception_handlers={HTTPException: _http_error},
-        lifespan=lifespan,
-    )
-    # A path with a trailing slash is an unknown path (404 with an error object, as the
-    # contract has it), not a redirect to the path without it.
-    app.router.redirect_slashes = False
-    app.router.routes.append(openapi.route(app.router.routes))
-    app.router.routes.extend(stream_routes(hub, state.replay, state.max_ahead_ms))
-    # The web pages and their files come last: their routes are not API operations (the
-    # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
-    app.router.routes.extend(pages.routes())
-    app.state.tradehall = state
+    app = assemble([*(client_routes() if client_api else []), *admin.routes()], state, lifespan)
+    if client_api:
+        app.router.routes.extend(stream_routes(hub, state.replay, state.max_ahead_ms))
+        # The web pages and their files come last: their routes are not API operations (the
+        # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
+        app.router.routes.extend(pages.routes())
     app.state.hub = hub
     app.state.scheduler = scheduler
     return app

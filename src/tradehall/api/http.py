@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -80,12 +80,31 @@ class AppState:
         headers: dict[str, str] | None = None,
     ) -> Response:
         """The error answer, counted and kept among the recent errors."""
-        self.monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg)
-        return error_response(code, msg, status, headers)
+        return failed_answer(self.monitor, scope, code, msg, status, headers)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""
         return await asyncio.get_running_loop().run_in_executor(self.reader, fn, *args)
+
+    # The ``Front`` an endpoint admits requests through: here, in the process of the exchange.
+
+    def check_writable(self) -> None:
+        self.exchange.check_writable()
+
+    def find_key(self, api_key: str) -> ApiKey | None:
+        return self.exchange.keys.get(api_key)
+
+    async def perform(
+        self,
+        spec: EndpointSpec,
+        params: Params,
+        now: int,
+        key: ApiKey | None,
+        scope: Scope,
+        receive: Receive,
+    ) -> bytes | Response:
+        result = await spec.handler(Call(self, params, now, key, scope, receive))
+        return result if type(result) is bytes else _encode(result)
 
 
 @dataclass(slots=True)
@@ -137,7 +156,65 @@ class Call:
 
 Handler = Callable[[Call], Awaitable[Any]]
 """Returns what the answer encodes to JSON, or ``bytes``: the answer's JSON already encoded."""
-Answer = Callable[[AppState, Scope, Receive], Awaitable["bytes | Response"]]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSpec:
+    """An endpoint as ``endpoint()`` was told it: its handler and how requests reach it."""
+
+    handler: Handler
+    name: str
+    signed: bool
+    trade: bool
+    limited: bool
+    when_failed: bool
+
+
+class Front(Protocol):
+    """What an endpoint admits a request through (the clock, the guards, the keys) and hands
+    it to: ``AppState`` runs the handler in this process; a gateway forwards it to the engine
+    process (``tradehall.cluster``)."""
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    @property
+    def limiter(self) -> RateLimiter | None: ...
+
+    @property
+    def replay(self) -> ReplayGuard: ...
+
+    @property
+    def monitor(self) -> Monitor: ...
+
+    @property
+    def max_ahead_ms(self) -> int: ...
+
+    def failed(
+        self,
+        scope: Scope,
+        code: int,
+        msg: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+    ) -> Response: ...
+
+    def check_writable(self) -> None: ...
+
+    def find_key(self, api_key: str) -> ApiKey | None: ...
+
+    async def perform(
+        self,
+        spec: EndpointSpec,
+        params: Params,
+        now: int,
+        key: ApiKey | None,
+        scope: Scope,
+        receive: Receive,
+    ) -> bytes | Response: ...
+
+
+Answer = Callable[[Front, Scope, Receive], Awaitable["bytes | Response"]]
 """An endpoint's work on one request: the JSON body of a 200 answer, or an error Response."""
 
 JSON = "application/json"
@@ -255,12 +332,63 @@ _NO_HEADERS: dict[bytes, bytes] = {}
 """What an unsigned GET reads of the headers: nothing."""
 
 _ANSWERS: weakref.WeakKeyDictionary[Callable[..., Any], Answer] = weakref.WeakKeyDictionary()
+_SPECS: weakref.WeakKeyDictionary[Callable[..., Any], EndpointSpec] = weakref.WeakKeyDictionary()
 
 
 def answer_of(route_endpoint: Callable[..., Any]) -> Answer | None:
     """The raw-ASGI form of an ``endpoint()`` (None for anything else), for the app's exact
     path dispatch in front of Starlette's router."""
     return _ANSWERS.get(route_endpoint)
+
+
+def spec_of(route_endpoint: Callable[..., Any]) -> EndpointSpec | None:
+    """What ``endpoint()`` was told for this route endpoint (None for anything else)."""
+    return _SPECS.get(route_endpoint)
+
+
+def failure_response(state: Front, exc: Exception, scope: Scope) -> Response:
+    """The catalogue's answer to what a request's handling raised (counted by the monitor)."""
+    if isinstance(exc, ApiError):
+        return state.failed(scope, exc.code, exc.msg, exc.status, exc.headers)
+    if isinstance(exc, Reject):
+        return state.failed(scope, exc.code, exc.msg, 400)
+    if isinstance(exc, StoreError):
+        msg = f"writes are stopped until the server restarts ({exc})"
+        return state.failed(scope, Code.INTERNAL, msg, 503)
+    log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+    return state.failed(scope, Code.UNKNOWN, "unknown error", 500)
+
+
+def failed_answer(
+    monitor: Monitor,
+    scope: Scope,
+    code: int,
+    msg: str,
+    status: int,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """The error answer, counted and kept among the recent errors."""
+    monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg)
+    return error_response(code, msg, status, headers)
+
+
+async def execute(
+    state: AppState,
+    spec: EndpointSpec,
+    params: Params,
+    now: int,
+    key: ApiKey | None,
+    scope: Scope,
+    receive: Receive,
+) -> bytes | Response:
+    """The part of an endpoint after admission, for a request admitted elsewhere (a
+    gateway): the handler, its answer or the catalogue's error."""
+    try:
+        if not spec.when_failed:
+            state.check_writable()
+        return await state.perform(spec, params, now, key, scope, receive)
+    except Exception as exc:
+        return failure_response(state, exc, scope)
 
 
 def endpoint(
@@ -280,7 +408,9 @@ def endpoint(
     calls the raw form (``answer_of``) for its fixed paths; Starlette calls the returned
     function for anything it routes itself."""
 
-    async def answer(state: AppState, scope: Scope, receive: Receive) -> bytes | Response:
+    spec = EndpointSpec(handler, name, signed, trade, limited, when_failed)
+
+    async def answer(state: Front, scope: Scope, receive: Receive) -> bytes | Response:
         client = scope.get("client")
         ip = client[0] if client else "unknown"
         limiter = state.limiter if limited else None
@@ -291,7 +421,7 @@ def endpoint(
                 if not signed:
                     await limiter.admit_public(ip)
             if not when_failed:
-                state.exchange.check_writable()
+                state.check_writable()
             method = scope["method"]
             headers = header_map(scope) if signed or method == "POST" else _NO_HEADERS
             if method == "POST":
@@ -331,7 +461,7 @@ def endpoint(
                     body=body,
                     now_ms=now,
                     recv_window=window,
-                    find_key=state.exchange.keys.get,
+                    find_key=state.find_key,
                     client_ip=client[0] if client else None,
                     trade=trade,
                     max_ahead_ms=state.max_ahead_ms,
@@ -346,22 +476,9 @@ def endpoint(
                     window,
                     now,
                 )
-            result = await handler(Call(state, params, now, key, scope, receive))
-            return result if type(result) is bytes else _encode(result)
-        except ApiError as exc:
-            return state.failed(scope, exc.code, exc.msg, exc.status, exc.headers)
-        except Reject as exc:
-            return state.failed(scope, exc.code, exc.msg, 400)
-        except StoreError as exc:
-            return state.failed(
-                scope,
-                Code.INTERNAL,
-                f"writes are stopped until the server restarts ({exc})",
-                503,
-            )
-        except Exception:
-            log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
-            return state.failed(scope, Code.UNKNOWN, "unknown error", 500)
+            return await state.perform(spec, params, now, key, scope, receive)
+        except Exception as exc:
+            return failure_response(state, exc, scope)
 
     async def run(request: Request) -> Response:
         out = await answer(request.app.state.tradehall, request.scope, request.receive)
@@ -371,4 +488,5 @@ def endpoint(
         return out
 
     _ANSWERS[run] = answer
+    _SPECS[run] = spec
     return run

@@ -1,0 +1,328 @@
+"""Scale-out measurements (issue 18, docs/deployment.md): signed placements per second through
+the single-process server against the engine process behind 1 and 2 gateway workers, and the
+engine process's own ceiling (pre-admitted placement commands flooded over NATS, no gateway).
+
+    python -m bench.gateway                  # 3 alternated rounds, 4 s windows
+    python -m bench.gateway --rounds 5 --duration 6 --out gateway.json
+    python -m bench.gateway --latency        # open-loop p50/p99 at 50 % and 80 % of each max
+
+Needs NATS on --nats (default nats://127.0.0.1:4222). Nothing is pinned: on a small machine the
+engine, the gateways, NATS and the load generator share the cores, so a round's figure depends
+on what else runs; rounds alternate the topologies and the summary gives medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.common import kill, machine, process_cpu_seconds, python
+from bench.loadgen import TARGET_FRACTION
+from bench.wire import WireSpec, create_accounts, loadgen, start_announcing
+
+PING = "/spot/open/sapi/v1/ping"
+NO_PINNING = {"pinned": False, "server": [], "loadgen": []}
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    rounds: int = 3
+    duration: float = 4.0
+    warmup: float = 1.0
+    connections: int = 64
+    accounts: int = 200
+    in_flight: int = 512
+    """Commands the engine-ceiling flood keeps outstanding."""
+    nats: str = "nats://127.0.0.1:4222"
+
+
+@contextmanager
+def topology(kind: str, spec: GatewaySpec, work: Path) -> Iterator[tuple[dict[str, Any], str]]:
+    """(load target, admin URL) of ``serve``, ``engine`` (no gateway) or ``gw<N>``."""
+    data_dir = Path(tempfile.mkdtemp(prefix="tradehall-bench-gw-"))
+    procs = []
+    try:
+        if kind == "serve":
+            cmd = [python(), "-m", "tradehall", "serve", "--port", "0", "--json"]
+            cmd += ["--no-rate-limits", "--data-dir", str(data_dir)]
+            proc, info = start_announcing(cmd, work / "serve.log", PING)
+            procs.append(proc)
+            yield info, info["url"]
+            return
+        subject = f"bench-{uuid.uuid4().hex[:12]}"
+        cmd = [python(), "-m", "tradehall", "engine", "--json", "--data-dir", str(data_dir)]
+        cmd += ["--nats", spec.nats, "--engine-subject", subject]
+        engine, engine_info = start_announcing(cmd, work / "engine.log", "/openapi.json")
+        procs.append(engine)
+        engine_info["subject"] = subject
+        if kind == "engine":
+            yield engine_info, engine_info["url"]
+            return
+        workers = int(kind.removeprefix("gw"))
+        cmd = [python(), "-m", "tradehall", "gateway", "--port", "0", "--json", "--no-rate-limits"]
+        cmd += ["--nats", spec.nats, "--engine-subject", subject, "--workers", str(workers)]
+        gateway, info = start_announcing(cmd, work / "gateway.log", PING)
+        procs.append(gateway)
+        info["gateway_pid"] = gateway.pid
+        info["pid"] = engine.pid  # the CPU share the load generator reports: the engine's
+        info["dataDir"] = engine_info["dataDir"]
+        yield info, engine_info["url"]
+    finally:
+        for proc in reversed(procs):
+            kill(proc)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def wire_spec(spec: GatewaySpec) -> WireSpec:
+    return WireSpec(
+        accounts=spec.accounts,
+        closed_connections=spec.connections,
+        warmup=spec.warmup,
+        duration=spec.duration,
+        step_duration=spec.duration,
+        fractions=(0.5, TARGET_FRACTION),
+        refine=0,
+    )
+
+
+def latency_at_80(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
+    """The wire harness's open-loop placements at 50 % and 80 % of ``kind``'s own closed-loop
+    maximum (measured first, in the same run): p50/p99 at each step."""
+    with topology(kind, spec, work) as (target, admin_url):
+        accounts = create_accounts(admin_url, admin_token(target), spec.accounts)
+        wire = wire_spec(spec)
+        loadgen("seed", target, wire, NO_PINNING, work, accounts, extra=SEED)
+        result = loadgen("place", target, wire, NO_PINNING, work, accounts)
+    return {
+        "closed_max": result["open"]["closed_max"],
+        "steps": [
+            {
+                "fraction": step["fraction_of_closed_max"],
+                "offered_rate": step["offered_rate"],
+                "p50_ms": step["latency_ms"].get("p50"),
+                "p99_ms": step["latency_ms"].get("p99"),
+                "errors": step["errors"],
+            }
+            for step in result["open"]["steps"]
+        ],
+    }
+
+
+def placements(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
+    """Closed-loop signed placements (the wire harness's ``place``) through ``kind``."""
+    with topology(kind, spec, work) as (target, admin_url):
+        accounts = create_accounts(admin_url, admin_token(target), spec.accounts)
+        wire = wire_spec(spec)
+        loadgen("seed", target, wire, NO_PINNING, work, accounts, extra=SEED)
+        pids = {"engine": [target["pid"]]}
+        if "gateway_pid" in target:
+            pids["gateways"] = family(target["gateway_pid"])
+        before = {part: cpu_seconds(group) for part, group in pids.items()}
+        result = loadgen("place", target, wire, NO_PINNING, work, accounts, open_loop=False)
+        after = {part: cpu_seconds(group) for part, group in pids.items()}
+    closed = result["closed"]
+    # CPU per placement over the whole place run (its warm-up and window run at about the
+    # window's rate; the load generator's own start, a fraction of a second, adds idle time).
+    handled = closed["throughput"] * (spec.warmup + spec.duration)
+    cpu_us = {
+        f"{part}_cpu_us_per_placement": round(1e6 * (after[part] - before[part]) / handled, 1)
+        for part in pids
+        if handled
+    }
+    return {
+        **cpu_us,
+        "throughput": closed["throughput"],
+        "errors": closed["errors"],
+        "statuses": closed["statuses"],
+        "latency_ms": closed["latency_ms"],
+        # CPU of the process holding the engine (serve, or the engine process), in cores.
+        "engine_cpu_share": closed.get("server_cpu_share"),
+    }
+
+
+SEED = {"levels": 60, "per_level": 2}
+
+
+def family(pid: int) -> list[int]:
+    """``pid`` and its children (a gateway's supervisor and its workers)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return [pid, *map(int, children)]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
+
+
+def admin_token(info: dict[str, Any]) -> str:
+    return (Path(info["dataDir"]) / "admin.token").read_text().strip()
+
+
+def engine_ceiling(spec: GatewaySpec, work: Path) -> dict[str, Any]:
+    """Pre-admitted placements (what a gateway forwards after its checks) flooded straight
+    into the engine process over NATS, ``in_flight`` outstanding: its own commands/s."""
+    with topology("engine", spec, work) as (info, admin_url):
+        accounts = create_accounts(admin_url, admin_token(info), spec.accounts)
+        keys = [a[0] for a in accounts]
+        return asyncio.run(_flood(spec, info["subject"], keys, info["pid"]))
+
+
+async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> dict[str, Any]:
+    from tradehall.cluster.link import connect
+    from tradehall.cluster.protocol import Forwarded, decode_answered, encode, wire_params
+
+    nc = await connect(spec.nats, "bench-flood")
+    rng = random.Random(7)
+    statuses: dict[int, int] = {}
+    latencies: list[float] = []
+    pc = time.perf_counter
+    start = pc()
+    measure_from = start + spec.warmup
+    stop = measure_from + spec.duration
+    count = 0
+
+    def command() -> bytes:
+        nonlocal count
+        count += 1
+        side = rng.choice(("BUY", "SELL"))
+        ticks = rng.randint(-20, 20) + (-25 if side == "BUY" else 25)
+        params = {
+            "symbol": "BTCUSDT",
+            "side": side,
+            "type": "LIMIT",
+            "volume": f"0.{rng.randint(1, 9):03d}",
+            "price": f"{20000 + ticks}.00",
+        }
+        fwd = Forwarded(
+            f"flood-{count}", "POST", "/spot/open/sapi/v1/order", wire_params(params),
+            rng.choice(keys), "127.0.0.1", int(time.time() * 1000),
+        )  # fmt: skip
+        return encode(fwd)
+
+    async def worker() -> None:
+        while (t0 := pc()) < stop:
+            msg = await nc.request(f"{subject}.cmd", command(), timeout=30)
+            t1 = pc()
+            if measure_from <= t1 <= stop:
+                status = decode_answered(msg.data).status
+                statuses[status] = statuses.get(status, 0) + 1
+                latencies.append(t1 - t0)
+
+    cpu: list[float | None] = []
+
+    async def window() -> None:
+        await asyncio.sleep(measure_from - pc())
+        cpu.append(process_cpu_seconds(pid))
+        await asyncio.sleep(stop - pc())
+        cpu.append(process_cpu_seconds(pid))
+
+    try:
+        await asyncio.gather(window(), *(worker() for _ in range(spec.in_flight)))
+    finally:
+        await nc.close()
+    share = None
+    if len(cpu) == 2 and cpu[0] is not None and cpu[1] is not None:
+        share = round((cpu[1] - cpu[0]) / spec.duration, 3)
+    latencies.sort()
+    ok = statuses.get(200, 0)
+    return {
+        "throughput": ok / spec.duration,
+        "answered_per_s": sum(statuses.values()) / spec.duration,
+        "engine_cpu_share": share,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "latency_ms": {
+            "p50": 1e3 * latencies[len(latencies) // 2] if latencies else None,
+            "p99": 1e3 * latencies[int(len(latencies) * 0.99)] if latencies else None,
+        },
+    }
+
+
+KINDS = ("serve", "gw1", "gw2", "engine")
+
+
+def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    rounds: list[dict[str, Any]] = []
+    for number in range(spec.rounds):
+        this: dict[str, Any] = {}
+        order = KINDS if number % 2 == 0 else tuple(reversed(KINDS))
+        for kind in order:
+            this[kind] = (
+                engine_ceiling(spec, work) if kind == "engine" else placements(kind, spec, work)
+            )
+            log(f"  round {number + 1} {kind}: {this[kind]['throughput']:.0f}/s")
+        rounds.append(this)
+    medians = {kind: statistics.median(r[kind]["throughput"] for r in rounds) for kind in KINDS}
+    per_core = {
+        kind: statistics.median(
+            r[kind]["throughput"] / r[kind]["engine_cpu_share"]
+            for r in rounds
+            if r[kind].get("engine_cpu_share")
+        )
+        for kind in KINDS
+        if any(r[kind].get("engine_cpu_share") for r in rounds)
+    }
+    cpu_us = {
+        f"{kind} {name}": statistics.median(r[kind][name] for r in rounds)
+        for kind in KINDS
+        for name in rounds[0][kind]
+        if name.endswith("_cpu_us_per_placement")
+    }
+    return {
+        "spec": asdict(spec),
+        "machine": machine(),
+        "rounds": rounds,
+        "median_per_s": medians,
+        "median_per_engine_core_s": per_core,
+        "median_cpu_us": cpu_us,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=GatewaySpec.rounds)
+    parser.add_argument("--duration", type=float, default=GatewaySpec.duration)
+    parser.add_argument("--accounts", type=int, default=GatewaySpec.accounts)
+    parser.add_argument("--nats", default=GatewaySpec.nats)
+    parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON.")
+    parser.add_argument(
+        "--latency",
+        action="store_true",
+        help="Instead: open-loop p50/p99 at 50 %% and 80 %% of each topology's own maximum.",
+    )
+    args = parser.parse_args(argv)
+    spec = GatewaySpec(
+        rounds=args.rounds, duration=args.duration, accounts=args.accounts, nats=args.nats
+    )
+    with tempfile.TemporaryDirectory(prefix="tradehall-bench-gw-work-") as work:
+        if args.latency:
+            latency = {kind: latency_at_80(kind, spec, Path(work)) for kind in KINDS[:3]}
+            text = json.dumps({"spec": asdict(spec), "latency": latency}, indent=1)
+            if args.out:
+                args.out.write_text(text)
+            print(text)
+            return
+        result = run(spec, Path(work))
+    text = json.dumps(result, indent=2)
+    if args.out:
+        args.out.write_text(text)
+    medians = ("median_per_s", "median_per_engine_core_s", "median_cpu_us")
+    print(json.dumps({k: result[k] for k in medians}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+"""Scale-out topology: one engine process and stateless gateway processes, over NATS
+(docs/deployment.md). The defaults live here, light to import (the CLI reads them)."""
+
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+DEFAULT_SUBJECT = "tradehall"
+"""Subject prefix of an exchange's messages (several exchanges can share one NATS)."""
+DEFAULT_TIMEOUT = 2.0
+"""Seconds a gateway waits for the engine's answer (twice, the second time resending the
+same command id) before it answers 503 / -1001."""
+
+
+class LinkError(Exception):
+    """NATS is not reachable."""

@@ -1,0 +1,50 @@
+"""The NATS connection both sides keep: it must be there at start (a clear error, not an
+endless retry), and once up it reconnects for as long as it takes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import nats
+import nats.errors
+from nats.aio.client import Client as Nats
+
+from tradehall.cluster import LinkError
+
+log = logging.getLogger("tradehall.nats")
+
+
+async def _log_error(exc: Exception) -> None:
+    log.warning("NATS: %s", exc or type(exc).__name__)
+
+
+async def connect(
+    url: str, name: str, *, reconnected: Callable[[], Awaitable[None]] | None = None
+) -> Nats:
+    try:
+        nc = await nats.connect(
+            url,
+            name=name,
+            connect_timeout=2,
+            max_reconnect_attempts=1,
+            reconnect_time_wait=0.2,
+            error_cb=_log_error,
+            reconnected_cb=reconnected,
+            pending_size=64 * 1024 * 1024,
+        )
+    except (OSError, TimeoutError, nats.errors.Error) as exc:
+        raise LinkError(f"cannot connect to NATS at {url}: {exc or type(exc).__name__}") from None
+    nc.options["max_reconnect_attempts"] = -1  # from now on, reconnect forever
+    return nc
+
+
+def check_reachable(url: str) -> None:
+    """Raise LinkError unless NATS answers at ``url`` (before a process starts serving)."""
+
+    async def probe() -> None:
+        nc = await connect(url, "tradehall-probe")
+        await nc.close()
+
+    asyncio.run(probe())

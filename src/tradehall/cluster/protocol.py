@@ -1,0 +1,108 @@
+"""What gateways and the engine process say to each other over NATS, msgspec-encoded
+(MessagePack). Subjects hang under one prefix (``--subject``, default ``tradehall``):
+
+- ``<prefix>.cmd``: request/reply, a ``Forwarded`` request; the reply is an ``Answered``.
+- ``<prefix>.keys``: request/reply, the reply is every API key (a ``KeySet``).
+- ``<prefix>.keys.changed``: the engine publishes a ``KeySet`` of keys created or revoked,
+  once their commit is done.
+- ``<prefix>.keys.reset``: the engine publishes it on start; gateways then fetch every key.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+
+from tradehall.exchange import ApiKey, parse_networks
+from tradehall.store.batch import KeyRow
+
+_DECIMAL_EXT = 1
+"""JSON numbers arrive as Decimal (exact, and told apart from strings by ``Params``); they
+travel as a MessagePack extension holding their text, so the engine sees the same types."""
+
+
+class Forwarded(msgspec.Struct, array_like=True, frozen=True):
+    """A request a gateway admitted (signature, time window, replay and rate limits
+    checked): the engine runs the endpoint's handler on it."""
+
+    id: str
+    """Unique per request; a resend carries the same id and is answered, not applied, again."""
+    method: str
+    path: str
+    params: dict[str, Any]
+    api_key: str | None
+    ip: str
+    first_sent: int
+    """Gateway wall clock (ms) of the first send of this id."""
+    attempt: int = 1
+
+
+class Answered(msgspec.Struct, array_like=True, frozen=True):
+    status: int
+    body: bytes
+    headers: list[tuple[str, str]] = []
+
+
+class KeyInfo(msgspec.Struct, array_like=True, frozen=True):
+    """An API key as a gateway authenticates with it (its secret in clear: NATS must be a
+    private, authenticated network; docs/deployment.md)."""
+
+    api_key: str
+    secret: str
+    user_id: int
+    read_only: bool
+    ips: tuple[str, ...]
+    created: int
+    revoked: int | None
+
+    @classmethod
+    def of(cls, row: KeyRow) -> KeyInfo:
+        return cls(
+            row.api_key, row.secret, row.user_id, row.read_only, row.ips, row.created, row.revoked
+        )
+
+    def api_key_object(self) -> ApiKey:
+        row = KeyRow(
+            self.api_key,
+            self.secret,
+            self.user_id,
+            self.read_only,
+            self.ips,
+            self.created,
+            self.revoked,
+        )
+        return ApiKey(row, parse_networks(self.ips))
+
+
+class KeySet(msgspec.Struct, array_like=True, frozen=True):
+    keys: list[KeyInfo]
+
+
+def _to_wire(value: Any) -> Any:
+    kind = type(value)
+    if kind is Decimal:
+        return msgspec.msgpack.Ext(_DECIMAL_EXT, str(value).encode())
+    if kind is dict:
+        return {k: _to_wire(v) for k, v in value.items()}
+    if kind is list:
+        return [_to_wire(v) for v in value]
+    return value
+
+
+def _ext_hook(code: int, data: memoryview) -> Any:
+    if code == _DECIMAL_EXT:
+        return Decimal(bytes(data).decode())
+    raise msgspec.ValidationError(f"unknown extension type {code}")
+
+
+def wire_params(data: Any) -> dict[str, Any]:
+    """Request parameters (parsed JSON or query) as ``Forwarded.params`` carries them."""
+    return {k: _to_wire(v) for k, v in data.items()}
+
+
+encode = msgspec.msgpack.Encoder().encode
+decode_forwarded = msgspec.msgpack.Decoder(Forwarded, ext_hook=_ext_hook).decode
+decode_answered = msgspec.msgpack.Decoder(Answered).decode
+decode_keys = msgspec.msgpack.Decoder(KeySet).decode

@@ -1,0 +1,156 @@
+"""The two processes of the scale-out topology (docs/deployment.md):
+
+- ``run_engine``: the exchange (store, recovery, engine, group commit, scheduler) taking its
+  commands from NATS; its only HTTP listener is the admin API, on loopback.
+- ``run_gateway``: ``workers`` processes serving the REST API on one socket, forwarding to the
+  engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from starlette.types import ASGIApp
+
+from tradehall import server
+from tradehall.api.app import create_app
+from tradehall.api.http import AppState
+from tradehall.cluster.engine_service import EngineService
+from tradehall.cluster.gateway import Gateway, create_gateway_app
+from tradehall.cluster.link import check_reachable
+from tradehall.config import Config, LimitSettings
+from tradehall.datadir import DataDir
+from tradehall.exchange import Exchange
+
+log = logging.getLogger("tradehall.gateway")
+
+
+def run_engine(
+    cfg: Config,
+    datadir: DataDir,
+    admin_host: str,
+    admin_port: int,
+    *,
+    nats_url: str,
+    subject: str,
+    demo: bool,
+    announce: Callable[[str, dict[str, Any] | None], None],
+) -> None:
+    check_reachable(nats_url)
+
+    def service(state: AppState) -> contextlib.AbstractAsyncContextManager[None]:
+        return EngineService(state, nats_url, subject).running()
+
+    def make_app(exchange: Exchange, token: str, limits: LimitSettings) -> ASGIApp:
+        return create_app(exchange, admin_token=token, client_api=False, companion=service)
+
+    server.run(
+        cfg,
+        datadir,
+        admin_host,
+        admin_port,
+        demo=demo,
+        announce=announce,
+        rate_limits=False,  # clients' limits are the gateways' business
+        make_app=make_app,
+    )
+
+
+def _serve_worker(sock: Any, make_gateway: Callable[[], Gateway]) -> bool:
+    srv = server.GracefulServer(server.uvicorn_config(create_gateway_app(make_gateway())))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, srv.handle_exit)
+    srv.run(sockets=[sock])
+    return srv.started
+
+
+def run_gateway(
+    host: str,
+    port: int,
+    *,
+    workers: int,
+    make_gateway: Callable[[], Gateway],
+    announce: Callable[[str], None],
+) -> None:
+    """Serve until signalled. One worker runs in this process; more are forked children
+    sharing the listening socket (the kernel spreads connections), restarted if one dies."""
+    check_reachable(make_gateway().url)
+    sock = server.listen(host, port)
+    try:
+        url = server.url_for(host, sock.getsockname()[1])
+        if workers == 1:
+            announce(url)
+            if not _serve_worker(sock, make_gateway):
+                raise server.StartError("the gateway did not start (see the log above)")
+            return
+        _supervise(sock, workers, make_gateway, lambda: announce(url))
+    finally:
+        sock.close()
+
+
+def _die_with_parent() -> None:
+    """A worker whose supervisor is killed (SIGKILL: no chance to stop its workers) is
+    killed too, rather than serving on as an orphan (Linux's PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
+RESPAWN_PAUSE = 0.5
+
+
+def _supervise(
+    sock: Any, workers: int, make_gateway: Callable[[], Gateway], announce: Callable[[], None]
+) -> None:
+    def spawn() -> int:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            _die_with_parent()
+            code = 1
+            try:
+                code = 0 if _serve_worker(sock, make_gateway) else 1
+            finally:
+                os._exit(code)
+        return pid
+
+    started = time.monotonic()
+    children = {spawn() for _ in range(workers)}
+    stopping = False
+    failed = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    announce()
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        children.discard(pid)
+        if stopping:
+            continue
+        if time.monotonic() - started < 5:  # failed to start (NATS down...): give up
+            failed = True
+            stop(signal.SIGTERM, None)
+            continue
+        log.warning("gateway worker %d ended (status %d); starting another", pid, status)
+        time.sleep(RESPAWN_PAUSE)  # a worker failing at once must not fork in a tight loop
+        children.add(spawn())
+    if failed:
+        raise server.StartError("a gateway worker did not start (see the log above)")

@@ -1,0 +1,431 @@
+"""The same client-visible behaviour from both topologies: `tradehall serve` (one process)
+and `tradehall engine` behind `tradehall gateway` (over NATS); then the split topology's
+failure behaviour, with real processes: the engine killed and restarted, a gateway killed,
+a key revoked, a command sent twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import tradehall
+from support import (
+    NATS_URL,
+    ServerProcess,
+    nats_unreachable,
+    start_engine,
+    start_gateway,
+    start_server,
+    tradehall_command,
+)
+from tradehall.client import AdminClient, ApiError, Client
+from tradehall.client.signing import request_path_for_signing, sign, signature_payload
+from tradehall.datadir import DataDir
+
+SYMBOL = "BTCUSDT"
+CONTRACT = "E-BTC-USDT"
+
+
+@dataclass
+class Topology:
+    url: str
+    demo: dict[str, Any]
+    admin: AdminClient
+    processes: list[ServerProcess]
+
+    def client(self, url: str | None = None) -> Client:
+        return Client(url or self.url, self.demo["apiKey"], self.demo["secret"], timeout=15.0)
+
+
+def admin_of(engine: ServerProcess) -> AdminClient:
+    token = DataDir(engine.data_dir).read_token()
+    assert token is not None
+    return AdminClient(engine.url, token)
+
+
+def split(data_dir: Path, subject: str, gateways: int = 1, workers: int = 1) -> Topology:
+    reason = nats_unreachable()
+    if reason:
+        pytest.skip(reason)
+    engine = start_engine(data_dir, subject, "--demo")
+    processes = [engine]
+    try:
+        for _ in range(gateways):
+            processes.append(start_gateway(subject, workers=workers))
+    except Exception:
+        for process in processes:
+            process.stop(signal.SIGKILL)
+        raise
+    assert engine.demo is not None
+    return Topology(processes[1].url, engine.demo, admin_of(engine), processes)
+
+
+@pytest.fixture
+def stopped() -> Iterator[list[ServerProcess]]:
+    """Processes to stop when the test ends (however it ends)."""
+    processes: list[ServerProcess] = []
+    yield processes
+    for process in processes:
+        process.stop(signal.SIGKILL)
+
+
+@pytest.fixture(params=["serve", "engine+gateway"])
+def topology(
+    request: pytest.FixtureRequest, tmp_path: Path, stopped: list[ServerProcess]
+) -> Topology:
+    if request.param == "serve":
+        server = start_server(tmp_path / "data", "--demo", "--no-sim")
+        stopped.append(server)
+        assert server.demo is not None
+        return Topology(server.url, server.demo, admin_of(server), [server])
+    found = split(tmp_path / "data", f"test-{uuid.uuid4().hex}")
+    stopped.extend(found.processes)
+    return found
+
+
+def test_the_same_answers_from_both_topologies(topology: Topology) -> None:
+    client = topology.client()
+    assert client.ping() == {}
+    placed = client.create_order(SYMBOL, "BUY", "LIMIT", "0.5", "20000", client_order_id="a-1")
+    assert placed["status"] == "NEW" and placed["clientOrderId"] == "a-1"
+    order_id = placed["orderId"]
+    found = client.get_order(SYMBOL, order_id)
+    assert found["status"] == "NEW" and found["origQty"] == "0.500000"
+    assert client.depth(SYMBOL)["bids"] == [["20000.00", "0.500000"]]
+    usdt = next(b for b in client.account()["balances"] if b["asset"] == "USDT")
+    assert usdt["locked"] == "10000.00000000"
+    assert [o["orderId"] for o in client.open_orders(SYMBOL)] == [order_id]
+    assert client.cancel_order(SYMBOL, order_id)["status"] == "CANCELED"
+    assert client.get_order(SYMBOL, client_order_id="a-1")["status"] == "CANCELED"
+    assert client.depth(SYMBOL)["bids"] == []
+
+    # A trade with a second user (keys and funds through the admin API), in the public reads.
+    buyer, _ = trader(topology, {"USDT": "10000"})
+    client.create_order(SYMBOL, "SELL", "LIMIT", "0.25", "21000")
+    bought = buyer.create_order(SYMBOL, "BUY", "MARKET", "5250")
+    assert bought["status"] == "FILLED"
+    assert client.trades(SYMBOL)["list"][0]["price"] == "21000.00"
+    assert client.ticker(SYMBOL)["last"] == "21000.00"
+
+    # Futures: an order resting on the book and in the account's view.
+    futures = client.futures_create_order(CONTRACT, "BUY", "LIMIT", "OPEN", 2, "20000")
+    f_order = client.futures_get_order(CONTRACT, futures["orderId"])
+    assert f_order["status"] == "NEW" and f_order["side"] == "BUY"
+    assert client.futures_depth(CONTRACT)["bids"][0][0] == "20000.0"
+    assert client.futures_account()["account"]
+
+    # The family's v2 addresses reach the same handlers.
+    v2 = Client(topology.url, topology.demo["apiKey"], topology.demo["secret"], spot_version="v2")
+    assert v2.get_order(SYMBOL, order_id)["status"] == "CANCELED"
+
+    # Refusals: the gateway's (signature) and the engine's (state) alike.
+    with pytest.raises(ApiError) as bad_signature:
+        Client(topology.url, topology.demo["apiKey"], "0" * 32).account()
+    assert (bad_signature.value.status, bad_signature.value.code) == (401, -1022)
+    with pytest.raises(ApiError) as too_big:
+        client.create_order(SYMBOL, "BUY", "LIMIT", "1000000", "20000")
+    assert too_big.value.code == -2017
+    with pytest.raises(ApiError) as unknown:
+        client.create_order("NOPEUSDT", "BUY", "LIMIT", "1", "1")
+    assert unknown.value.code == -1121
+    with pytest.raises(ApiError) as malformed:
+        client.create_order(SYMBOL, "BUY", "LIMIT", "0.1", "1.2.3")
+    assert malformed.value.code == -1102
+
+
+def trader(topology: Topology, funds: dict[str, str]) -> tuple[Client, str]:
+    """A new user's client and API key, with ``funds``, once its key works through
+    ``topology.url``."""
+    user = topology.admin.create_user()
+    key = topology.admin.create_key(user["id"])
+    for asset, amount in funds.items():
+        topology.admin.deposit(user["id"], asset, amount)
+    client = Client(topology.url, key["apiKey"], key["secret"])
+    deadline = time.monotonic() + 10
+    while True:  # a gateway hears of a new key just after its commit
+        try:
+            client.account()
+            return client, key["apiKey"]
+        except ApiError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def test_a_revoked_key_stops_working_at_once(topology: Topology) -> None:
+    client, api_key = trader(topology, {})
+    topology.admin.revoke_key(api_key)
+    with pytest.raises(ApiError) as refused:
+        client.account()
+    assert refused.value.code == -2015
+
+
+def test_engine_killed_gateways_answer_503_then_serve_again(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    subject = f"test-{uuid.uuid4().hex}"
+    found = split(tmp_path / "data", subject)
+    stopped.extend(found.processes)
+    engine = found.processes[0]
+    client = found.client()
+    acknowledged = [
+        client.create_order(SYMBOL, "BUY", "LIMIT", "0.01", str(20000 + i))["orderId"]
+        for i in range(5)
+    ]
+    engine.stop(signal.SIGKILL)
+    with pytest.raises(ApiError) as down:
+        client.create_order(SYMBOL, "BUY", "LIMIT", "0.01", "20000")
+    assert (down.value.status, down.value.code) == (503, -1001)
+    with pytest.raises(ApiError) as down_read:
+        client.depth(SYMBOL)
+    assert (down_read.value.status, down_read.value.code) == (503, -1001)
+
+    restarted = start_engine(engine.data_dir, subject)
+    stopped.append(restarted)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            orders = [client.get_order(SYMBOL, order_id) for order_id in acknowledged]
+            break
+        except ApiError as exc:
+            if exc.code != -1001 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    assert [o["status"] for o in orders] == ["NEW"] * 5
+    assert client.create_order(SYMBOL, "BUY", "LIMIT", "0.01", "19000")["status"] == "NEW"
+
+
+def test_a_gateway_killed_leaves_the_others_clients_alone(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    found = split(tmp_path / "data", f"test-{uuid.uuid4().hex}", gateways=2, workers=2)
+    stopped.extend(found.processes)
+    first, second = found.processes[1], found.processes[2]
+    survivor = found.client(second.url)
+    placed = survivor.create_order(SYMBOL, "BUY", "LIMIT", "0.01", "20000")
+    first.stop(signal.SIGKILL)  # its supervisor: its workers die with it
+    deadline = time.monotonic() + 10
+    while True:  # until the killed gateway's clients get no answer
+        try:
+            Client(first.url, timeout=1.0).ping()
+        except Exception:
+            break
+        assert time.monotonic() < deadline, "the killed gateway's workers still answer"
+        time.sleep(0.05)
+    for i in range(10):
+        survivor.create_order(SYMBOL, "BUY", "LIMIT", "0.01", str(19000 + i))
+    assert survivor.get_order(SYMBOL, placed["orderId"])["status"] == "NEW"
+    assert len(survivor.open_orders(SYMBOL)) == 11
+
+
+def test_a_command_sent_twice_is_applied_once(tmp_path: Path, stopped: list[ServerProcess]) -> None:
+    from tradehall.cluster.link import connect
+    from tradehall.cluster.protocol import Forwarded, decode_answered, encode, wire_params
+
+    subject = f"test-{uuid.uuid4().hex}"
+    found = split(tmp_path / "data", subject)
+    stopped.extend(found.processes)
+    client = found.client()
+    now = int(time.time() * 1000)
+    command = Forwarded(
+        uuid.uuid4().hex,
+        "POST",
+        "/spot/open/sapi/v1/order",
+        wire_params({"symbol": SYMBOL, "side": "BUY", "type": "LIMIT", "volume": "0.01",
+                     "price": "20000"}),
+        found.demo["apiKey"],
+        "127.0.0.1",
+        now,
+    )  # fmt: skip
+    resent = msgspec.structs.replace(command, attempt=2)
+
+    async def send() -> list[bytes]:
+        nc = await connect(NATS_URL, "test")
+        try:
+            subject_cmd = f"{subject}.cmd"
+            # Twice at once (the second while the first waits for its commit), then again.
+            together = await asyncio.gather(
+                nc.request(subject_cmd, encode(command), timeout=10),
+                nc.request(subject_cmd, encode(command), timeout=10),
+            )
+            later = await nc.request(subject_cmd, encode(resent), timeout=10)
+            return [m.data for m in (*together, later)]
+        finally:
+            await nc.close()
+
+    answers = [decode_answered(data) for data in asyncio.run(send())]
+    assert {a.status for a in answers} == {200}
+    assert answers[0].body == answers[1].body == answers[2].body
+    assert len(client.open_orders(SYMBOL)) == 1
+
+    # A resend of an id this engine never saw, first sent before it started: the engine
+    # before it may have applied it, so it is refused rather than applied (maybe) twice.
+    orphan = msgspec.structs.replace(command, id=uuid.uuid4().hex, first_sent=0, attempt=2)
+
+    async def send_orphan() -> bytes:
+        nc = await connect(NATS_URL, "test")
+        try:
+            return (await nc.request(f"{subject}.cmd", encode(orphan), timeout=10)).data
+        finally:
+            await nc.close()
+
+    refused = decode_answered(asyncio.run(send_orphan()))
+    assert refused.status == 503 and msgspec.json.decode(refused.body)["code"] == -1001
+    assert len(client.open_orders(SYMBOL)) == 1
+
+
+def test_gateway_start_without_nats_is_a_clear_error() -> None:
+    done = subprocess.run(
+        tradehall_command("gateway", "--port", "0", "--json", "--nats", "nats://127.0.0.1:1"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    assert "cannot connect to NATS at nats://127.0.0.1:1" in done.stdout
+
+
+NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
+
+
+def own_nats(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """A NATS server of this test's own (the machine's shared one is not restarted)."""
+    proc = subprocess.Popen(
+        [NATS_SERVER, "-a", "127.0.0.1", "-p", str(port), "-l", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.05)
+
+
+def test_nats_restarted_under_load_nothing_lost_nothing_twice(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    if not Path(NATS_SERVER).exists():
+        pytest.skip("no nats-server binary to run a NATS of the test's own")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"nats://127.0.0.1:{port}"
+    nats = own_nats(port, tmp_path / "nats.log")
+    try:
+        subject = "restart"
+        engine = start_engine(tmp_path / "data", subject, "--demo", nats=url)
+        stopped.append(engine)
+        gateway = start_gateway(subject, nats=url)
+        stopped.append(gateway)
+        assert engine.demo is not None
+        client = Client(gateway.url, engine.demo["apiKey"], engine.demo["secret"], timeout=15)
+        sent: dict[str, str] = {}  # client order id -> "ok" or the refusal's code
+        stop = threading.Event()
+
+        def trade() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                cid = f"r-{n}"
+                try:
+                    client.create_order(
+                        SYMBOL, "BUY", "LIMIT", "0.001", "20000", client_order_id=cid
+                    )
+                    sent[cid] = "ok"
+                except ApiError as exc:
+                    sent[cid] = str(exc.code)
+
+        trader = threading.Thread(target=trade)
+        trader.start()
+        try:
+            time.sleep(0.5)
+            nats.kill()
+            nats.wait(10)
+            time.sleep(0.3)
+            nats = own_nats(port, tmp_path / "nats.log")
+            deadline = time.monotonic() + 20
+            while "ok" not in list(sent.values())[-3:]:  # trading again through the new NATS
+                assert time.monotonic() < deadline, f"no order went through since: {sent}"
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            trader.join(30)
+        refused = {code for code in sent.values() if code != "ok"}
+        assert refused <= {"-1001"}, sent  # only "the engine is not reachable"
+        found = {}
+        for cid, outcome in sent.items():
+            try:
+                found[cid] = client.get_order(SYMBOL, client_order_id=cid)["status"]
+            except ApiError as exc:
+                assert exc.code == -2013 and outcome != "ok", (cid, outcome)
+        assert all(found.get(cid) == "NEW" for cid, o in sent.items() if o == "ok")
+        # Each order once: as many resting orders as client ids found.
+        assert len(client.open_orders(SYMBOL, 1000)) == len(found)
+    finally:
+        nats.kill()
+        nats.wait(10)
+
+
+def test_gateways_share_replay_protection_through_redis(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    try:
+        socket.create_connection(("127.0.0.1", 6379), 1).close()
+    except OSError:
+        pytest.skip("no Redis on 127.0.0.1:6379: shared replay protection untested")
+    reason = nats_unreachable()
+    if reason:
+        pytest.skip(reason)
+    config = tmp_path / "config.toml"
+    default = (Path(tradehall.__file__).parent / "default_config.toml").read_text()
+    config.write_text(default + '\n[limits]\nstorage = "redis://127.0.0.1:6379"\n')
+    subject = f"test-{uuid.uuid4().hex}"
+    engine = start_engine(tmp_path / "data", subject, "--demo", "--config", str(config))
+    stopped.append(engine)
+    first = start_gateway(subject, "--config", str(config))
+    stopped.append(first)
+    second = start_gateway(subject, "--config", str(config))
+    stopped.append(second)
+    assert engine.demo is not None
+    path = "/spot/open/sapi/v1/account"
+    ts = str(int(time.time() * 1000))
+    signed_path = request_path_for_signing(path, "")
+    signature = sign(engine.demo["secret"], signature_payload(ts, "GET", signed_path, b""))
+    headers = {"X-CH-APIKEY": engine.demo["apiKey"], "X-CH-TS": ts, "X-CH-SIGN": signature}
+    accepted = get(first.url + path, headers)
+    replayed = get(second.url + path, headers)
+    assert accepted[0] == 200 and "balances" in accepted[1], accepted
+    assert replayed[0] == 401 and replayed[1]["code"] == -1022
+    assert "replayed" in replayed[1]["msg"]
+
+
+def get(url: str, headers: dict[str, str]) -> tuple[int, Any]:
+    """(status, JSON body) of one plain GET."""
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())

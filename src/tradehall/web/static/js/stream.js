@@ -32,7 +32,14 @@ export class Stream {
 
   connect() {
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-    const socket = new WebSocket(`${scheme}://${location.host}${this.path}`);
+    let socket;
+    try {
+      socket = new WebSocket(`${scheme}://${location.host}${this.path}`);
+    } catch {
+      // Refused at once (a policy forbids the address): the page keeps polling.
+      this.stopped = true;
+      return;
+    }
     socket.binaryType = 'arraybuffer';
     this.socket = socket;
     socket.onopen = async () => {

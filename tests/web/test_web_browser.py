@@ -381,6 +381,8 @@ def test_the_page_reconnects_after_the_server_closes_its_sockets(
         errors: list[str] = []
         p.on("pageerror", lambda exc: uncaught.append(str(exc)))
         p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        requests: list[str] = []
+        p.on("request", lambda r: requests.append(r.url))
         p.goto(server.url + "/?market=BTCUSDT")
         p.wait_for_selector("body[data-spot-stream=live]")
         sign_in(p, demo["apiKey"], demo["secret"])
@@ -389,6 +391,10 @@ def test_the_page_reconnects_after_the_server_closes_its_sockets(
         server.stop(signal.SIGTERM)
         p.wait_for_selector("body[data-spot-stream=polling]")
         expect(p.locator("#feed")).to_have_text("polling")
+        # Polling again while the stream is down (the requests fail: no server).
+        polled = len(requests)
+        p.wait_for_timeout(2500)
+        assert sum("/depth?" in r for r in requests[polled:]) >= 1
         server = start_server(data, "--port", port)
         p.wait_for_selector("body[data-spot-stream=live]", timeout=20_000)
         p.wait_for_selector("body[data-account-stream=live]", timeout=20_000)

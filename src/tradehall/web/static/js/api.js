@@ -136,7 +136,8 @@ export class Session {
   // The first message of a private stream (docs/websocket.md, "Private streams").
   async streamHello(path) {
     const ts = String(this.timestamp());
-    const signature = await crypto.subtle.sign('HMAC', this.cryptoKey, encoder.encode(`${ts}GET${path}`));
+    const message = encoder.encode(`${ts}GET${path}`);
+    const signature = await crypto.subtle.sign('HMAC', this.cryptoKey, message);
     return { event: 'sub', params: { apiKey: this.apiKey, ts, sign: hex(signature) } };
   }
 
@@ -216,9 +217,10 @@ export class AdminSession {
 // ------------------------------------------------------------------ refreshing
 
 // Calls load() now and then every `every` ms (a number, or a function giving it at each turn;
-// at least 1000: polling never runs faster than once a second), passing what it returns to onData and failures to onError. Paused while the
-// page is hidden. Returns a function that stops it; its `refresh()` loads again at once (after
-// a user's action), never two loads at a time.
+// at least 1000: polling never runs faster than once a second), passing what it returns to
+// onData and failures to onError. Paused while the page is hidden or `paused()` is true (a
+// stream delivers the same data). Returns a function that stops it; its `refresh()` loads
+// again at once (after a user's action), never two loads at a time.
 export function watch(load, onData, onError, every = 1000, paused = () => false) {
   let stopped = false;
   let timer = null;

@@ -9,8 +9,8 @@ export const MARKET_PATHS = { spot: '/kline-api/ws', futures: '/futures/kline-ap
 export const PRIVATE_PATHS = { spot: '/spotws_user/userData/ws', futures: '/position_order/ws' };
 
 async function gunzipJson(data) {
-  const text = await new Response(new Blob([data]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
-  return JSON.parse(text);
+  const gunzipped = new Blob([data]).stream().pipeThrough(new DecompressionStream('gzip'));
+  return JSON.parse(await new Response(gunzipped).text());
 }
 
 export class Stream {
@@ -146,5 +146,6 @@ export class Stream {
 
 // The stream name of a market: BTCUSDT -> btcusdt, E-BTC-USDT -> e_btcusdt.
 export function streamSymbol(m) {
-  return m.kind === 'spot' ? m.symbol.toLowerCase() : m.symbol.toLowerCase().replace('-', '_').replaceAll('-', '');
+  const lower = m.symbol.toLowerCase();
+  return m.kind === 'spot' ? lower : lower.replace('-', '_').replaceAll('-', '');
 }

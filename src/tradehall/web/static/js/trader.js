@@ -8,7 +8,9 @@ import { $, describeError, el, fillRows, formatTime, num, row, showMessage } fro
 import { MARKET_PATHS, PRIVATE_PATHS, Stream, streamSymbol } from './stream.js';
 
 const INTERVALS = ['1min', '5min', '15min', '1h', '1day'];
-const STREAM_INTERVALS = { '1min': '1min', '5min': '5min', '15min': '15min', '1h': '60min', '1day': '1day' };
+const STREAM_INTERVALS = {
+  '1min': '1min', '5min': '5min', '15min': '15min', '1h': '60min', '1day': '1day',
+};
 const BOOK_LEVELS = 20;
 const TRADES = 30;
 const ACCOUNT_SAFETY_POLL_MS = 10000;
@@ -52,7 +54,8 @@ const volumes = chart.addSeries(LightweightCharts.HistogramSeries, {
 });
 chart.priceScale('volume').applyOptions({ scaleMargins: { top: 0.8, bottom: 0 } });
 
-const volumeColor = (bar) => (Number(bar.close) >= Number(bar.open) ? 'rgba(38,166,154,0.5)' : 'rgba(239,83,80,0.5)');
+const volumeColor = (bar) => (Number(bar.close) >= Number(bar.open)
+  ? 'rgba(38,166,154,0.5)' : 'rgba(239,83,80,0.5)');
 
 function showKlines(bars) {
   const candleData = bars.map((b) => ({
@@ -261,7 +264,9 @@ function followMarket(m) {
   const name = streamSymbol(m);
   const interval = state.interval;
   const current = () => state.selected === m && state.interval === interval;
+  // Stream levels are [price, volume as a number]; the book shows the REST text.
   const levels = (side) => side.map(([price, vol]) => [price, fixed(vol, m.quantityPrecision)]);
+  const book = (tick) => showBook({ bids: levels(tick.buys), asks: levels(tick.asks) });
   const tradesChannel = `market_${name}_trade_ticker`;
   const loadTrades = async () => {
     state.trades = [];
@@ -275,7 +280,7 @@ function followMarket(m) {
     if (current()) showKlines(bars);
   };
   state.stops.market.push(
-    stream.follow(`market_${name}_depth_step0`, (tick) => showBook({ bids: levels(tick.buys), asks: levels(tick.asks) })),
+    stream.follow(`market_${name}_depth_step0`, book),
     stream.follow(tradesChannel, (tick) => addTrades(tick.data.map((t) => streamTrade(m, t))),
       () => loadTrades().catch(reportMarketError)),
     stream.follow(`market_${name}_kline_${STREAM_INTERVALS[interval]}`, updateCandle,
@@ -351,7 +356,8 @@ function showMarginButton(m) {
       const margin = await state.session.marginAccount(m.symbol);
       renderMargin(margin);
       if (margin) {
-        state.stops.account.push(watch(() => state.session.marginAccount(m.symbol), renderMargin, reportAccountError, accountEvery(2000)));
+        state.stops.account.push(watch(() => state.session.marginAccount(m.symbol), renderMargin,
+          reportAccountError, accountEvery(2000)));
       }
     } catch (err) {
       reportAccountError(err);
@@ -463,6 +469,7 @@ function openPrivateStreams(session) {
 }
 
 function onAccountEvent(message) {
+  if (!String(message.channel).startsWith('user_')) return;
   if (message.channel === 'user_order' && message.accountType === 'spot') {
     state.sessionOrders.set(String(message.tick.orderId), message.tick);
   }

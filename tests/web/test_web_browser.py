@@ -27,7 +27,14 @@ if not CHROMIUM.exists():
         allow_module_level=True,
     )
 
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    WebSocket,
+    expect,
+    sync_playwright,
+)
 
 TIMEOUT_MS = 10_000
 
@@ -283,15 +290,20 @@ def test_operator_view_refuses_a_wrong_token(venue: Venue, page: Watched) -> Non
 # --------------------------------------------------------------------------- live by stream
 
 
-def record_frames(page: Page) -> list[dict[str, Any]]:
-    """Every message the page receives on its WebSockets, gunzipped."""
+def record_frames(page: Page, sent: list[str]) -> list[dict[str, Any]]:
+    """Every message the page receives on its WebSockets, gunzipped; what it sends goes to
+    ``sent``."""
     frames: list[dict[str, Any]] = []
 
     def on_frame(payload: str | bytes) -> None:
         if isinstance(payload, bytes):
             frames.append(json.loads(gzip.decompress(payload)))
 
-    page.on("websocket", lambda ws: ws.on("framereceived", on_frame))
+    def on_socket(ws: WebSocket) -> None:
+        ws.on("framereceived", on_frame)
+        ws.on("framesent", lambda payload: sent.append(str(payload)))
+
+    page.on("websocket", on_socket)
     return frames
 
 
@@ -301,7 +313,8 @@ def depth_requests(watched: Watched) -> int:
 
 def test_book_trades_ticker_and_account_are_live_by_stream(venue: Venue, page: Watched) -> None:
     p = page.page
-    frames = record_frames(p)
+    sent: list[str] = []
+    frames = record_frames(p, sent)
     answer = p.goto(venue.url + "/?market=BTCUSDT")
     # The policy is unchanged: 'self' covers the same-origin ws: URLs.
     assert answer is not None and "connect-src 'self';" in answer.headers["content-security-policy"]
@@ -338,6 +351,10 @@ def test_book_trades_ticker_and_account_are_live_by_stream(venue: Venue, page: W
         expect(row).to_have_count(0, timeout=5000)
         expect(p.locator("#bids tr.level td:first-child", has_text="23456.78")).to_have_count(0)
     assert depth_requests(page) == depth_before
+    # The private streams were opened with a signature, never with the secret.
+    hellos = [json.loads(m)["params"] for m in sent if venue.demo["apiKey"] in m]
+    assert len(hellos) == 2 and all(re.fullmatch("[0-9a-f]{64}", h["sign"]) for h in hellos)
+    assert not any(venue.demo["secret"] in m for m in sent)
     # No REST polling of the market while the stream is live: no ticker list either.
     assert not any("/ticker?" in r for r in page.requests[-20:])
     assert page.errors == []

@@ -225,6 +225,21 @@ def loadgen(
     return result
 
 
+def seed_book(
+    server: dict[str, Any],
+    spec: WireSpec,
+    plan: dict[str, Any],
+    work: Path,
+    accounts: list[list[str]],
+) -> dict[str, Any]:
+    """The book the placement scenarios start from (``spec.seed_levels`` a side)."""
+    extra = {"levels": spec.seed_levels, "per_level": spec.seed_per_level}
+    seeded: dict[str, Any] = loadgen("seed", server, spec, plan, work, accounts, extra=extra)[
+        "seed"
+    ]
+    return seeded
+
+
 def server_core_share(closed: dict[str, Any]) -> float | None:
     """CPU the server used, counting the interrupt handling (loopback networking) on its CPU."""
     server = closed.get("server_cpu_share")
@@ -327,16 +342,7 @@ def run(spec: WireSpec, out_dir: Path, log: Any = print) -> dict[str, Any]:
                 "accounts_seconds": time.perf_counter() - started,
             }
             log(f"  wire: {len(accounts)} accounts funded")
-            seed = loadgen(
-                "seed",
-                server,
-                spec,
-                plan,
-                work,
-                accounts,
-                extra={"levels": spec.seed_levels, "per_level": spec.seed_per_level},
-            )
-            results["setup"]["seed_book"] = seed["seed"]
+            results["setup"]["seed_book"] = seed_book(server, spec, plan, work, accounts)
             if "ping" in spec.info_scenarios:
                 log("  wire: ping (closed loop only)")
                 scenarios["ping"] = loadgen("ping", server, spec, plan, work, open_loop=False)

@@ -26,7 +26,7 @@ from statistics import median
 from typing import Any
 
 from bench.common import REPO, affinity, cpu_plan, kill, machine, pinned, python, python_env
-from bench.wire import WireSpec, create_accounts, loadgen, start_announcing
+from bench.wire import WireSpec, brief, create_accounts, loadgen, seed_book, start_announcing
 
 
 def _place(
@@ -38,8 +38,12 @@ def _place(
 ) -> dict[str, Any]:
     result = loadgen("place", server, spec, plan, work, accounts)
     closed, at_80 = result["closed"], result["open"]["steps"][0]
+    summary = brief(result)
     return {
         "closed_max_rps": closed["throughput"],
+        "server_cpu_share": summary["server_cpu_share"],
+        "per_server_cpu_s": summary["requests_per_server_cpu_s"],
+        "bottleneck": summary["bottleneck"],
         "closed_p50_ms": closed["latency_ms"].get("p50"),
         "closed_p99_ms": closed["latency_ms"].get("p99"),
         "at_80pct": {
@@ -109,8 +113,7 @@ def run(
         try:
             token = (data_dir / "admin.token").read_text().strip()
             funded = create_accounts(server["url"], token, accounts)
-            extra = {"levels": spec.seed_levels, "per_level": spec.seed_per_level}
-            loadgen("seed", server, spec, plan, work, funded, extra=extra)
+            seed_book(server, spec, plan, work, funded)
             log("  ws fan-out: placements, no subscriber")
             before = _place(server, spec, plan, work, funded)
             log(f"  ws fan-out: {clients} subscribers connecting")
@@ -129,12 +132,19 @@ def run(
             kill(proc)
             shutil.rmtree(work, ignore_errors=True)
     base = median([before["closed_max_rps"], after["closed_max_rps"]])
+    per_cpu = [p["per_server_cpu_s"] for p in (before, after) if p["per_server_cpu_s"]]
+    base_per_cpu = median(per_cpu) if per_cpu else None
     results.update(
         {
             "without": [before, after],
             "with_subscribers": during,
             "pushes": pushes,
             "placement_cost": 1 - during["closed_max_rps"] / base if base else None,
+            "placement_cost_per_server_cpu": (
+                1 - during["per_server_cpu_s"] / base_per_cpu
+                if base_per_cpu and during["per_server_cpu_s"]
+                else None
+            ),
             "target": "subscribers cost under 10 % of the placement rate",
         }
     )
@@ -148,8 +158,9 @@ def report(results: dict[str, Any]) -> str:
     pushes = results["pushes"]
     latency = pushes.get("trade_to_client_ms", {})
     rows = [
-        "| Phase | Placements/s (max) | p50 at 80 % | p99 at 80 % |",
-        "|---|---|---|---|",
+        "| Phase | Placements/s (max) | per server CPU-s | server CPU | p50 at 80 %"
+        " | p99 at 80 % |",
+        "|---|---|---|---|---|---|",
     ]
     for name, phase in (
         ("no subscriber", before),
@@ -157,15 +168,20 @@ def report(results: dict[str, Any]) -> str:
         ("no subscriber again", after),
     ):
         at = phase["at_80pct"]
+        per_cpu = phase.get("per_server_cpu_s") or 0.0
+        share = phase.get("server_cpu_share") or 0.0
         rows.append(
-            f"| {name} | {phase['closed_max_rps']:,.0f} | {at['p50_ms']:.1f} ms |"
-            f" {at['p99_ms']:.1f} ms |"
+            f"| {name} | {phase['closed_max_rps']:,.0f} | {per_cpu:,.0f} | {share * 100:.0f} % |"
+            f" {at['p50_ms']:.1f} ms | {at['p99_ms']:.1f} ms |"
         )
     cost = results["placement_cost"]
+    per_cpu_cost = results.get("placement_cost_per_server_cpu")
+    per_cpu_text = f"{per_cpu_cost * 100:.1f} %" if per_cpu_cost is not None else "n/a"
     rows += [
         "",
         f"- Cost of the subscribers: {cost * 100:.1f} % of the placement maximum"
-        f" ({'pass' if results['pass'] else 'FAIL'}: target under 10 %).",
+        f" ({'pass' if results['pass'] else 'FAIL'}: target under 10 %);"
+        f" {per_cpu_text} of the placements per server CPU-second.",
         f"- Frames received: {pushes['frames_per_s']:,.0f}/s in all,"
         f" {pushes['frames_per_client_per_s']:.1f}/s per client;"
         f" {pushes['closed_by_server']} clients closed by the server.",

@@ -17,7 +17,7 @@ def test_in_process_trader_can_trade(env: Env) -> None:
 
 
 def test_real_server_process_serves_the_demo_account(server_factory: Any) -> None:
-    server = server_factory(None, "--demo")
+    server = server_factory(None, "--demo", "--no-sim")
     assert server.demo is not None
     client = Client(server.url, server.demo["apiKey"], server.demo["secret"])
     balances = {b["asset"]: b["free"] for b in client.account()["balances"]}

@@ -20,7 +20,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from tradehall import __version__, server
+from tradehall import __version__, sandbox, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
 from tradehall.codes import Code, Reject
@@ -29,6 +29,7 @@ from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox, SecretKeyError
+from tradehall.sim.settings import with_speed
 from tradehall.store import dump
 from tradehall.store.base import Store, StoreError
 from tradehall.store.factory import ENV_VAR, database_problem, open_store
@@ -50,6 +51,18 @@ db_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
+sim_app = typer.Typer(
+    help="The market simulation (docs/simulation.md).", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(sim_app, name="sim")
+account_app = typer.Typer(
+    help="Sandbox account controls.", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(account_app, name="account")
+funding_app = typer.Typer(
+    help="Futures funding (time control).", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(funding_app, name="funding")
 
 DataDirOpt = Annotated[
     Path | None,
@@ -234,7 +247,28 @@ def serve(
     ] = None,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
-    demo: Annotated[bool, typer.Option("--demo", help="Create and fund a demo account.")] = False,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo", help="Create and fund a demo account, and start the market simulation."
+        ),
+    ] = False,
+    no_sim: Annotated[
+        bool, typer.Option("--no-sim", help="With --demo: no market simulation (quiet books).")
+    ] = False,
+    sim: Annotated[
+        bool,
+        typer.Option("--sim", help="Start the market simulation (also without --demo)."),
+    ] = False,
+    speed: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            max=1_000_000,
+            help="Simulated seconds per second: replays and random walks run this much faster"
+            " [default: from config, 1]",
+        ),
+    ] = None,
     no_rate_limits: Annotated[
         bool,
         typer.Option(
@@ -247,6 +281,9 @@ def serve(
     """Run the exchange (SQLite in the data folder, or PostgreSQL with --database)."""
     try:
         cfg, datadir = _load(config, data_dir, database)
+        if speed is not None:
+            cfg = replace(cfg, simulation=with_speed(cfg.simulation, speed))
+        simulate = (sim or demo or cfg.simulation.enabled) and not no_sim
         bind_host = host or cfg.server.host
         bind_port = cfg.server.port if port is None else port
         with datadir.lock():
@@ -256,8 +293,9 @@ def serve(
                 bind_host,
                 bind_port,
                 demo=demo,
-                announce=lambda url, info: _announce(url, datadir, info, as_json),
+                announce=lambda url, info: _announce(url, datadir, info, as_json, simulate),
                 rate_limits=not no_rate_limits,
+                simulate=simulate,
             )
     except server.ListenError as exc:
         _fail(CliError(str(exc)), as_json)
@@ -273,7 +311,9 @@ def serve(
         _fail(exc, as_json)
 
 
-def _announce(url: str, datadir: DataDir, demo: dict[str, Any] | None, as_json: bool) -> None:
+def _announce(
+    url: str, datadir: DataDir, demo: dict[str, Any] | None, as_json: bool, simulate: bool
+) -> None:
     if as_json:
         typer.echo(json.dumps({"url": url, "dataDir": str(datadir.path), "demo": demo}))
     else:
@@ -282,6 +322,10 @@ def _announce(url: str, datadir: DataDir, demo: dict[str, Any] | None, as_json: 
             typer.echo(f"demo account: user {demo['userId']}")
             typer.echo(f"  API key:    {demo['apiKey']}")
             typer.echo(f"  API secret: {demo['secret']}")
+        if simulate:
+            typer.echo(
+                "market simulation: on (tradehall sim status; serve --no-sim to switch it off)"
+            )
     sys.stdout.flush()
 
 
@@ -536,6 +580,118 @@ def index_price(
         lambda ex, ts: ops.set_index_price(ex, contract, price, ts),
         database=database,
     )
+
+
+@funding_app.command("now")
+def funding_now(
+    contract: Annotated[
+        str | None, typer.Option(help="The contract, e.g. E-BTC-USDT [default: every one]")
+    ] = None,
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Settle funding now (time control for a sandbox): every position pays or receives the
+    rate the interval's premium gives so far; the regular funding times are unchanged."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.funding_now(contract),
+        lambda ex, ts: sandbox.funding_now(ex, contract, ts),
+        database=database,
+    )
+
+
+@account_app.command("reset")
+def account_reset(
+    user: UserOpt,
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Reset a user's account: cancel its orders, close its futures positions at the mark
+    and restore its starting balances ([simulation.reset]; by default the demo account's),
+    all as ledger entries."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.reset_account(user),
+        lambda ex, ts: sandbox.reset_account(ex, user, ts),
+        database=database,
+    )
+
+
+def _sim_command(action: str) -> Callable[..., None]:
+    def command(
+        data_dir: DataDirOpt = None,
+        config: ConfigOpt = None,
+        database: DatabaseOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        try:
+            _, datadir = _load(config, data_dir, database)
+            admin = _running_admin(datadir)
+            if admin is None:
+                if action != "status":
+                    raise CliError(
+                        "no server is running on this data folder: the simulation runs in"
+                        " the server (tradehall serve --demo, or --sim)"
+                    )
+                result: Any = {"running": False, "server": False}
+            else:
+                try:
+                    call = {"start": admin.sim_start, "stop": admin.sim_stop}.get(
+                        action, admin.sim_status
+                    )
+                    result = call()
+                except ApiError as exc:
+                    raise CliError(exc.msg, exc.code) from None
+                finally:
+                    admin.close()
+            _emit(result, as_json, _sim_text)
+        except CliError as exc:
+            _fail(exc, as_json)
+
+    command.__doc__ = {
+        "start": "Start the market simulation in the running server.",
+        "stop": "Stop the market simulation (the participants' orders are cancelled).",
+        "status": "Show the simulation: markets, participants (and any out of funds), faults.",
+    }[action]
+    return command
+
+
+def _sim_text(result: Any) -> str:
+    if not result.get("server", True):
+        return "simulation: not running (no server on this data folder)"
+    lines = [
+        f"simulation: {'running' if result['running'] else 'stopped'}"
+        + (f" (seed {result['seed']}, {result['ticks']} ticks)" if "seed" in result else "")
+    ]
+    if result.get("error"):
+        lines.append(f"error: {result['error']}")
+    for m in result.get("markets", []):
+        lines.append(f"  {m['symbol']:<12} {m['model']:<7} reference {m['reference']}")
+    for p in result.get("participants", []):
+        state = p["state"] + (f": {p['note']}" if p["note"] else "")
+        lines.append(
+            f"  user {p['userId']:<4} {p['name']:<22} {state:<16} orders {p['orders']}"
+            f" cancels {p['cancels']} rejected {p['rejected']}"
+        )
+    faults = result.get("faults", {})
+    if faults.get("enabled"):
+        counts = ", ".join(f"{k} {v}" for k, v in faults["injected"].items())
+        lines.append(f"faults injected: {counts}")
+    else:
+        lines.append("faults: off")
+    return "\n".join(lines)
+
+
+for _action in ("start", "stop", "status"):
+    sim_app.command(_action)(_sim_command(_action))
 
 
 @app.command()

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from importlib import resources
 
@@ -25,6 +25,7 @@ from tradehall.engine.markets import (
     MarketsSpec,
     PairSpec,
 )
+from tradehall.sim.settings import SimulationSettings
 from tradehall.store.factory import database_problem
 from tradehall.units import UnitsError, format_units_trimmed, to_units
 
@@ -35,7 +36,16 @@ _MAX_PLACES = 18
 _MAX_FEE_RATE = Decimal("0.1")
 _SYNCHRONOUS_LEVELS = ("full", "normal")
 
-_TOP_KEYS = ("server", "limits", "websocket", "assets", "pairs", "margin", "contracts")
+_TOP_KEYS = (
+    "server",
+    "limits",
+    "websocket",
+    "assets",
+    "pairs",
+    "margin",
+    "contracts",
+    "simulation",
+)
 _WEBSOCKET_KEYS = (
     "push_interval_ms",
     "heartbeat_s",
@@ -176,6 +186,7 @@ class Config:
     """The file path the configuration came from, or "<built-in>"."""
     limits: LimitSettings = LimitSettings()
     websocket: WebSocketSettings = WebSocketSettings()
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
 
 
 class ConfigError(Exception):
@@ -230,7 +241,17 @@ def parse_config(text: str, source: str) -> Config:
     contracts = _contracts(doc, root.get("contracts", []), assets, pairs)
     markets = MarketsSpec(assets=assets, pairs=pairs, margin=margin, contracts=contracts)
     websocket = _websocket(doc, root.get("websocket", {}))
-    return Config(server=server, markets=markets, source=source, limits=limits, websocket=websocket)
+    from tradehall.config_simulation import parse_simulation  # it builds on this module
+
+    simulation = parse_simulation(source, text, root.get("simulation", {}), markets)
+    return Config(
+        server=server,
+        markets=markets,
+        source=source,
+        limits=limits,
+        websocket=websocket,
+        simulation=simulation,
+    )
 
 
 # --- locating lines ---------------------------------------------------------------------------

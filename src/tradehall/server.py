@@ -19,9 +19,10 @@ from starlette.types import ASGIApp
 
 from tradehall import operations as ops
 from tradehall.api.app import create_app
-from tradehall.config import Config
+from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.sim.faults import FaultInjector
 from tradehall.store.base import collector_paused
 from tradehall.store.factory import open_store
 
@@ -66,6 +67,10 @@ def url_for(host: str, port: int) -> str:
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
+WS_MAX_MESSAGE = 1 << 20
+"""The largest WebSocket message uvicorn reads (the largest max_message_bytes allowed)."""
+
+
 def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
     """How tradehall runs on uvicorn. ``proxy_headers=False``: uvicorn would otherwise take
     the client's address from ``X-Forwarded-For`` whenever the connection comes from
@@ -80,6 +85,9 @@ def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
         access_log=False,
         timeout_graceful_shutdown=10,
         proxy_headers=False,
+        # A WebSocket message larger than this closes the connection (1009) before it is
+        # buffered whole; smaller ones over [websocket] max_message_bytes get an error frame.
+        ws_max_size=WS_MAX_MESSAGE,
     )
 
 
@@ -94,6 +102,27 @@ def recover_for_serving(exchange: Exchange) -> None:
         gc.freeze()
 
 
+def app_with_faults(
+    exchange: Exchange, token: str, limits: LimitSettings, simulate: bool, admin_remote: bool
+) -> ASGIApp:
+    """The API, with the simulation settings, wrapped in the fault injector when the
+    configuration enables one (docs/simulation.md)."""
+    settings = exchange.config.simulation
+    app = create_app(
+        exchange,
+        admin_token=token,
+        limits=limits,
+        simulation=settings,
+        run_simulation=simulate,
+        admin_remote=admin_remote,
+    )
+    if not settings.faults.enabled:
+        return app
+    injector = FaultInjector(app, settings.faults)
+    app.state.tradehall.faults = injector
+    return injector
+
+
 def run(
     cfg: Config,
     datadir: DataDir,
@@ -103,9 +132,12 @@ def run(
     demo: bool,
     announce: Callable[[str, dict[str, Any] | None], None],
     rate_limits: bool = True,
+    simulate: bool = False,
 ) -> None:
-    """Serve until signalled. The caller holds the data folder's lock (the store: SQLite in the
-    folder, or PostgreSQL, whose advisory lock the store takes)."""
+    """Serve until signalled; with ``simulate`` the market simulation starts with the server
+    (``tradehall sim start`` can start it later otherwise). The caller holds the data
+    folder's lock (the store: SQLite in the folder, or PostgreSQL, whose advisory lock the
+    store takes)."""
     store = open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
     try:
         store.migrate()
@@ -123,12 +155,7 @@ def run(
         try:
             server = GracefulServer(
                 uvicorn_config(
-                    create_app(
-                        exchange,
-                        admin_token=token,
-                        limits=limits,
-                        admin_remote=cfg.server.admin_remote,
-                    )
+                    app_with_faults(exchange, token, limits, simulate, cfg.server.admin_remote)
                 )
             )
             # From the moment we announce, a signal must mean a graceful stop.

@@ -515,6 +515,12 @@ def admin_calls(env: Env, checker: Checker) -> None:
     ok(admin.request("GET", ADMIN + "/markets"))
     assert ok(admin.request("GET", ADMIN + "/audit"))["ok"] is True
     ok(admin.request("GET", ADMIN + "/status"))
+    assert ok(admin.request("GET", ADMIN + "/sim"))["running"] is False
+    assert ok(admin.request("POST", ADMIN + "/sim/start"))["started"] is True
+    assert ok(admin.request("POST", ADMIN + "/sim/stop"))["stopped"] is True
+    assert isinstance(ok(admin.request("POST", ADMIN + "/futures/funding-now"))["settled"], list)
+    reset = ok(admin.request("POST", ADMIN + "/accounts/reset", body={"userId": user["id"]}))
+    assert reset["spot"]["BTC"] == "10.00000000"
     pool = {"account": "pool", "asset": "USDT", "amount": "1000", "txId": "pool-1"}
     ok(admin.request("POST", ADMIN + "/system/deposit", body=pool))
     ok(admin.request("POST", ADMIN + "/system/withdraw", body={**pool, "txId": "pool-2"}))

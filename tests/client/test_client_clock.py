@@ -44,7 +44,7 @@ def test_identical_requests_are_unique_across_threads(monkeypatch: pytest.Monkey
 def test_identical_calls_in_a_burst_are_all_answered(server_factory: Any) -> None:
     """Against a real server, with the default clock: back-to-back and concurrent identical
     signed calls (several land in the same millisecond) are never refused as replays."""
-    server = server_factory(None, "--demo")
+    server = server_factory(None, "--demo", "--no-sim")
     demo = server.demo
     with Client(server.url, demo["apiKey"], demo["secret"]) as client:
         for _ in range(100):

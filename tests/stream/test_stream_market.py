@@ -286,3 +286,17 @@ def test_unsubscribed_channels_stop_pushing(venue: Venue) -> None:
                     assert message.get("channel") != "market_ethbtc_trade_ticker"
 
     asyncio.run(scenario())
+
+
+def test_a_message_over_one_mebibyte_closes_the_connection(venue: Venue) -> None:
+    async def scenario() -> None:
+        ws = await open_ws(venue.ws + SPOT)
+        try:
+            await send(ws, json.dumps({"event": "sub", "pad": "x" * (1 << 20)}))
+            with pytest.raises(ConnectionClosed):
+                await next_message(ws)
+            assert ws.close_code == 1009
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())

@@ -246,7 +246,7 @@ def test_demo_funds_futures_and_the_insurance_fund_once(
     server_factory: Any, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    server = server_factory(data, "--demo")
+    server = server_factory(data, "--demo", "--no-sim")
     demo = server.demo
     assert demo is not None
     user = demo["userId"]
@@ -265,7 +265,7 @@ def test_demo_funds_futures_and_the_insurance_fund_once(
     assert server.stop(signal.SIGTERM) == 0
 
     # A restart with --demo funds nothing again.
-    restarted = server_factory(data, "--demo")
+    restarted = server_factory(data, "--demo", "--no-sim")
     assert restarted.demo == demo
     assert ok(data, *move(user, "USDT", "1", "futures", "spot")) == futures_view(
         user, "USDT", "99998.00000000"

@@ -185,7 +185,7 @@ def test_margin_through_the_cli_offline_then_a_server_and_a_restart(
     assert {b["asset"]: b["free"] for b in spot["balances"]}["USDT"] == "2400.00000000"
 
     # ---------------------------------------------------------------- a running server
-    server = server_factory(data, "--demo")
+    server = server_factory(data, "--demo", "--no-sim")
     demo = server.demo
     assert demo is not None
     # --demo funded the pool and the fund once, on top of the operator's deposits.
@@ -245,7 +245,7 @@ def test_margin_through_the_cli_offline_then_a_server_and_a_restart(
     assert server.stop(signal.SIGTERM) == 0
 
     # ---------------------------------------------------------------- restart
-    restarted = server_factory(data, "--demo")
+    restarted = server_factory(data, "--demo", "--no-sim")
     assert restarted.demo == demo
     with Client(restarted.url, demo["apiKey"], demo["secret"]) as trader:
         view_after = signed(trader, "GET", "/tradehall/account", params=q)

@@ -131,7 +131,7 @@ def test_clean_restart_preserves_everything_observable(
 ) -> None:
     data = tmp_path / "data"
     cfg = ("--config", str(config_file))
-    first = server_factory(data, "--demo", *cfg)
+    first = server_factory(data, "--demo", "--no-sim", *cfg)
     assert first.demo is not None
     demo = first.demo
 
@@ -211,7 +211,7 @@ def test_clean_restart_preserves_everything_observable(
     offline = audit_passes(data, config_file)
     assert offline["assets"] == before["audit"]["assets"]
 
-    second = server_factory(data, "--demo", *cfg)
+    second = server_factory(data, "--demo", "--no-sim", *cfg)
     # --demo on restart: the same account and key, not funded a second time.
     assert second.demo == demo
     admin = admin_of(second)
@@ -322,7 +322,7 @@ def test_acknowledged_writes_survive_kill_9(
 ) -> None:
     data = tmp_path / "data"
     cfg = ("--config", str(config_file))
-    first = server_factory(data, "--demo", *cfg)
+    first = server_factory(data, "--demo", "--no-sim", *cfg)
     assert first.demo is not None
     a_keys = (first.demo["apiKey"], first.demo["secret"])
     with admin_of(first) as admin:
@@ -386,7 +386,7 @@ def test_acknowledged_writes_survive_kill_9(
 
     # The folder still names the dead server; the CLI falls back to the store itself.
     audit_passes(data, config_file)
-    second = server_factory(data, "--demo", *cfg)
+    second = server_factory(data, "--demo", "--no-sim", *cfg)
     assert second.demo == first.demo
     with Client(second.url, *a_keys) as A, Client(second.url, *b_keys) as B:
         clients = {a_keys: A, b_keys: B}
@@ -455,7 +455,7 @@ def test_audit_while_trading_reports_no_false_violations(
     server_factory: Any, tmp_path: Path, config_file: Path
 ) -> None:
     data = tmp_path / "data"
-    server = server_factory(data, "--demo", "--config", str(config_file))
+    server = server_factory(data, "--demo", "--no-sim", "--config", str(config_file))
     assert server.demo is not None
     with admin_of(server) as admin:
         _, *seller = make_trader(admin, "seller", {"BTC": "10"})

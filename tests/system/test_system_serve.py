@@ -104,7 +104,7 @@ def test_json_announcement_is_one_line_and_sigterm_stops_cleanly(tmp_path: Path)
 
 def test_demo_announcement_and_json_errors(server_factory: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    server = server_factory(data, "--demo")
+    server = server_factory(data, "--demo", "--no-sim")
     assert server.demo is not None
     assert set(server.demo) == {"userId", "apiKey", "secret"}
     assert server.demo["userId"] == 1
@@ -149,7 +149,7 @@ def test_demo_announcement_and_json_errors(server_factory: Any, tmp_path: Path) 
 def test_human_banner_and_clean_stop(tmp_path: Path) -> None:
     data = tmp_path / "data"
     proc = subprocess.Popen(
-        tradehall_command("serve", "--port", "0", "--demo", "--data-dir", str(data)),
+        tradehall_command("serve", "--port", "0", "--demo", "--no-sim", "--data-dir", str(data)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

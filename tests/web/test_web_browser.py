@@ -61,7 +61,7 @@ class Venue:
 def venue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venue]:
     """A demo server with a second user who made two trades and left a book on BTCUSDT."""
     data = tmp_path_factory.mktemp("web") / "data"
-    server = start_server(data, "--demo")
+    server = start_server(data, "--demo", "--no-sim")
     try:
         assert server.demo is not None
         token = (data / "admin.token").read_text().strip()

@@ -13,11 +13,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tradehall import operations as ops
+from tradehall import sandbox
 from tradehall.api import wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, endpoint
 from tradehall.api.params import Params
 from tradehall.codes import Code
+from tradehall.sim.runner import Simulation
 
 PREFIX = "/admin/v1"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
@@ -324,6 +326,47 @@ async def status(call: Call) -> Any:
     return ops.status(call.exchange)
 
 
+def _simulation(call: Call) -> Simulation:
+    sim = call.state.simulation
+    if sim is None:
+        raise ApiError(Code.UNSUPPORTED, "this server runs without simulation settings")
+    return sim
+
+
+def sim_view(call: Call) -> dict[str, Any]:
+    sim = call.state.simulation
+    faults = call.state.faults
+    view: dict[str, Any] = sim.status() if sim is not None else {"running": False}
+    view["faults"] = faults.status() if faults is not None else {"enabled": False}
+    return view
+
+
+async def sim_status(call: Call) -> Any:
+    return sim_view(call)
+
+
+async def sim_start(call: Call) -> Any:
+    started = _simulation(call).start()
+    return {"started": started, **sim_view(call)}
+
+
+async def sim_stop(call: Call) -> Any:
+    stopped = await _simulation(call).stop(withdraw_quotes=True)
+    return {"stopped": stopped, **sim_view(call)}
+
+
+async def funding_now(call: Call) -> Any:
+    result = sandbox.funding_now(call.exchange, call.params.text("contract"), call.now)
+    await call.durable()
+    return result
+
+
+async def reset_account(call: Call) -> Any:
+    result = sandbox.reset_account(call.exchange, _user_id(call.params), call.now)
+    await call.durable()
+    return result
+
+
 async def list_keys(call: Call) -> Any:
     return ops.list_keys(call.exchange)
 
@@ -352,6 +395,11 @@ def routes() -> list[Route]:
         ("GET", "/audit", audit),
         ("GET", "/keys", list_keys),
         ("GET", "/activity", activity),
+        ("GET", "/sim", sim_status),
+        ("POST", "/sim/start", sim_start),
+        ("POST", "/sim/stop", sim_stop),
+        ("POST", "/futures/funding-now", funding_now),
+        ("POST", "/accounts/reset", reset_account),
     ]
     out = [Route(PREFIX + path, admin(fn), methods=[method]) for method, path, fn in table]
     out.append(Route(PREFIX + "/status", admin(status, when_failed=True), methods=["GET"]))

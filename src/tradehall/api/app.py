@@ -23,6 +23,8 @@ from tradehall.codes import Code
 from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
 from tradehall.scheduler import Scheduler
+from tradehall.sim.runner import Simulation
+from tradehall.sim.settings import SimulationSettings
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.hub import Hub
 from tradehall.stream.routes import routes as stream_routes
@@ -111,11 +113,15 @@ def create_app(
     admin_token: str | None = None,
     limits: LimitSettings | None = None,
     run_scheduler: bool = True,
+    simulation: SimulationSettings | None = None,
+    run_simulation: bool = False,
     admin_remote: bool = False,
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
-    drive it with ``app.state.scheduler.tick()``."""
+    drive it with ``app.state.scheduler.tick()``. The market simulation (``simulation``
+    settings, by default the configuration's) starts with the app under
+    ``run_simulation``, or later by ``tradehall sim start``."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     state = AppState(
@@ -129,6 +135,9 @@ def create_app(
     )
 
     scheduler = Scheduler(exchange, committer, clock)
+    state.simulation = Simulation(
+        exchange, committer, clock, simulation or exchange.config.simulation
+    )
     hub = Hub(exchange, committer, clock, exchange.config.websocket)
 
     @contextlib.asynccontextmanager
@@ -137,9 +146,13 @@ def create_app(
             scheduler.start()
         hub.start()
         sampler = asyncio.create_task(state.monitor.run())
+        if run_simulation and state.simulation is not None:
+            state.simulation.start()
         try:
             yield
         finally:
+            if state.simulation is not None:
+                await state.simulation.stop()
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler

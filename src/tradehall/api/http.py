@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -30,6 +30,10 @@ from tradehall.codes import Code, Reject
 from tradehall.exchange import ApiKey, Exchange
 from tradehall.store.base import StoreError
 from tradehall.store.writer import GroupCommitter
+
+if TYPE_CHECKING:
+    from tradehall.sim.faults import FaultInjector
+    from tradehall.sim.runner import Simulation
 
 log = logging.getLogger("tradehall.api")
 
@@ -52,6 +56,10 @@ class AppState:
     reader: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tradehall-reader")
     )
+    simulation: Simulation | None = None
+    """The market simulation (``tradehall sim``), when the server was given its settings."""
+    faults: FaultInjector | None = None
+    """The fault injector wrapped around the app, when fault injection is configured."""
     views: dict[Any, tuple[Any, bytes]] = field(default_factory=dict)
     """Rendered answers kept while what they show is unchanged (``spot.depth``), by key:
     (validity stamp, encoded bytes)."""

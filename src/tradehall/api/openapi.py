@@ -289,6 +289,23 @@ class AdminFuturesTransferRequest(RequestSchema, frozen=True):
     to: Literal["spot", "futures"]
 
 
+class AdminUserRequest(RequestSchema, frozen=True):
+    user_id: UserIdBody
+
+
+class AdminFundingRequest(RequestSchema, frozen=True):
+    contract: (
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^[A-Za-z0-9-]{1,64}$",
+                description="One contract; every contract with a mark price when absent.",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+
 class AdminIndexPriceRequest(RequestSchema, frozen=True):
     contract: Annotated[
         str,
@@ -722,6 +739,33 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", f"{_A}/audit"): _admin("adminAudit", "Check every invariant", wire.AdminAudit),
     ("GET", f"{_A}/status"): _admin("adminStatus", "Server status", wire.AdminStatus),
+    ("GET", f"{_A}/sim"): _admin(
+        "adminSimStatus",
+        "The market simulation: markets, participants, injected faults",
+        dict[str, Any],
+    ),
+    ("POST", f"{_A}/sim/start"): _admin(
+        "adminSimStart", "Start the market simulation", dict[str, Any], body_required=False
+    ),
+    ("POST", f"{_A}/sim/stop"): _admin(
+        "adminSimStop",
+        "Stop the market simulation and cancel its participants' orders",
+        dict[str, Any],
+        body_required=False,
+    ),
+    ("POST", f"{_A}/futures/funding-now"): _admin(
+        "adminFundingNow",
+        "Settle funding now (time control)",
+        dict[str, Any],
+        body=AdminFundingRequest,
+        body_required=False,
+    ),
+    ("POST", f"{_A}/accounts/reset"): _admin(
+        "adminResetAccount",
+        "Cancel a user's orders, close its positions at the mark, restore starting balances",
+        dict[str, Any],
+        body=AdminUserRequest,
+    ),
     ("GET", f"{_A}/keys"): _admin("adminListKeys", "List API keys (no secrets)", admin.AdminKeys),
     ("GET", f"{_A}/activity"): _admin(
         "adminActivity",
@@ -972,6 +1016,8 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "to": "futures",
     },
     ("POST", f"{_A}/futures/index-price"): {"contract": "E-BTC-USD", "price": "30000.5"},
+    ("POST", f"{_A}/futures/funding-now"): {"contract": "E-BTC-USDT"},
+    ("POST", f"{_A}/accounts/reset"): {"userId": 1},
 }
 """A valid request of each operation with parameters (body, or query values)."""
 

@@ -158,3 +158,24 @@ class AdminClient:
     def status(self) -> Any:
         """GET /admin/v1/status."""
         return self._get("/status")
+
+    def sim_status(self) -> Any:
+        """The market simulation: markets, participants, injected faults."""
+        return self._get("/sim")
+
+    def sim_start(self) -> Any:
+        return self._post("/sim/start", {})
+
+    def sim_stop(self) -> Any:
+        return self._post("/sim/stop", {})
+
+    def funding_now(self, contract: str | None = None) -> Any:
+        """Settle funding now on ``contract`` (every contract when None)."""
+        return self._post(
+            "/futures/funding-now", {} if contract is None else {"contract": contract}
+        )
+
+    def reset_account(self, user_id: int) -> Any:
+        """Cancel the user's orders, close its positions at the mark, restore its starting
+        balances."""
+        return self._post("/accounts/reset", {"userId": user_id})

@@ -203,6 +203,26 @@ class FuturesTick:
     ts: int
 
 
+@dataclass(frozen=True, slots=True)
+class SettleFunding:
+    """From the operator (time control in a sandbox): settle funding now, at the rate the
+    interval's premium samples give so far, on one contract or on every one (``contract``
+    empty); the regular schedule is unchanged."""
+
+    ts: int
+    contract: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClosePositions:
+    """From the operator (account reset): cancel the user's futures orders and close every
+    one of its positions at the mark price, against opposite positions (ranked as for
+    auto-deleveraging), without fees."""
+
+    ts: int
+    user: int
+
+
 Command = (
     PlaceOrder
     | PlaceBatch
@@ -222,4 +242,6 @@ Command = (
     | AdjustPositionMargin
     | SetIndexPrice
     | FuturesTick
+    | SettleFunding
+    | ClosePositions
 )

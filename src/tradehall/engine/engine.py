@@ -19,6 +19,7 @@ from tradehall.engine.commands import (
     AdjustPositionMargin,
     CancelBatch,
     CancelOrder,
+    ClosePositions,
     Command,
     Deposit,
     FuturesCancel,
@@ -33,6 +34,7 @@ from tradehall.engine.commands import (
     SetIndexPrice,
     SetLeverage,
     SetMarginMode,
+    SettleFunding,
     Withdraw,
 )
 from tradehall.engine.contracts import MAX_PRICE
@@ -129,6 +131,8 @@ class Engine:
             AdjustPositionMargin: self._adjust_position_margin,
             SetIndexPrice: self._set_index_price,
             FuturesTick: self._futures_tick,
+            SettleFunding: self._settle_funding,
+            ClosePositions: self._close_positions,
         }
 
     def apply(self, cmd: Command) -> Result:
@@ -523,6 +527,37 @@ class Engine:
         # which counts as a move: each is then swept (its risk bands say what to look at).
         self._futures_settle(moved, cmd.ts, traded=False)
         return moved
+
+    def _settle_funding(self, cmd: SettleFunding) -> list[str]:
+        fx = self.futures
+        symbols = [fx.contract(cmd.contract).symbol] if cmd.contract else list(fx.contracts)
+        settled = []
+        for symbol in symbols:
+            state = fx.states[symbol]
+            if not state.mark:
+                if cmd.contract:
+                    raise Reject(Code.PRICE_RANGE, f"{symbol} has no mark price yet")
+                continue
+            futures_prices.settle_funding(fx, fx.contracts[symbol], state, cmd.ts)
+            fx.emit_state(state)
+            settled.append(symbol)
+        self._futures_settle(settled, cmd.ts, traded=False)  # payers may now be due
+        return settled
+
+    def _close_positions(self, cmd: ClosePositions) -> int:
+        fx = self.futures
+        positions = fx.user_positions(cmd.user)
+        for pos in positions:
+            if not fx.states[pos.contract].mark:
+                raise Reject(Code.PRICE_RANGE, f"{pos.contract} has no mark price yet")
+        self._futures_cancel_all(FuturesCancelAll(cmd.ts, cmd.user))
+        closed = 0
+        for pos in positions:
+            if pos.volume:  # closing one side may have closed the user's other side with it
+                liquidation.close_at_mark(fx, pos, cmd.ts)
+                closed += 1
+        self._futures_settle(sorted({p.contract for p in positions}), cmd.ts, traded=False)
+        return closed
 
     # ----------------------------------------------------------------- queries
 

@@ -247,6 +247,17 @@ def deleverage(
     price = bankrupt or mark
     if mark and _fund_covers(fx, contract, pos, left, mark):
         price = mark
+    close_against_positions(fx, contract, order, pos, price, ts)
+
+
+def close_against_positions(
+    fx: Futures, contract: ContractSpec, order: FuturesOrder, pos: Position, price: int, ts: int
+) -> None:
+    """Fill what is left of ``order`` (closing ``pos``) at ``price`` against opposite
+    positions ranked by profit x effective leverage, without fees: each is closed in turn
+    by an order of the engine's."""
+    mark = fx.states[contract.symbol].mark
+    left = order.qty - order.filled
     counterparts = sorted(
         (p for p in fx.by_contract[contract.symbol].values() if p.side != pos.side),
         key=lambda p: _adl_rank(contract, p, mark),
@@ -267,6 +278,18 @@ def deleverage(
         left -= take
     if left:
         raise AssertionError("open interest out of balance: nothing left to deleverage")
+
+
+def close_at_mark(fx: Futures, pos: Position, ts: int) -> None:
+    """Close the whole of ``pos`` at its contract's mark price against opposite positions
+    (the operator's account reset): as auto-deleveraging does, but at the mark whatever
+    the insurance fund holds, and for a position that is not bankrupt."""
+    contract = fx.contracts[pos.contract]
+    order = _closing_order(fx, pos, MARKET, GTC, 0, pos.volume, BY_ADL, ts)
+    close_against_positions(fx, contract, order, pos, fx.states[contract.symbol].mark, ts)
+    order.status = FILLED
+    fx.end(order)
+    fx.emit_order(order)
 
 
 def _fund_covers(fx: Futures, contract: ContractSpec, pos: Position, qty: int, mark: int) -> bool:

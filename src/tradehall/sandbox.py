@@ -1,0 +1,109 @@
+"""Sandbox controls for the operator (docs/simulation.md): settle funding now, and reset an
+account to its starting balances. Like tradehall.operations, each function stages engine
+commands on the exchange (every change a ledger entry) and the caller makes them durable; the
+admin API and the offline CLI share them."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from tradehall import operations as ops
+from tradehall.codes import Code, Reject
+from tradehall.engine.commands import (
+    CancelBatch,
+    ClosePositions,
+    Deposit,
+    FuturesTransfer,
+    SettleFunding,
+    Withdraw,
+)
+from tradehall.engine.futures_model import futures_account
+from tradehall.exchange import Exchange
+from tradehall.units import format_units, format_units_trimmed, to_units
+
+
+def funding_now(ex: Exchange, contract: str | None, ts: int) -> dict[str, Any]:
+    """Settle funding at once on ``contract`` (or every contract with a mark price)."""
+    symbol = ""
+    if contract:
+        symbol = ops.contract_view(ops._contract(ex, contract))["symbol"]
+    if not ex.config.markets.contracts:
+        raise Reject(Code.BAD_SYMBOL, "no futures contracts are configured")
+    settled: list[str] = ex.apply(SettleFunding(ts, symbol))
+    states = ex.engine.futures.states
+    return {
+        "settled": [
+            {"contract": s, "fundingRate": format_units_trimmed(states[s].last_funding_rate, 8)}
+            for s in settled
+        ]
+    }
+
+
+def starting_balances(ex: Exchange) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """(spot, futures) balances an account is reset to: ``[simulation.reset]``, by default
+    what ``serve --demo`` gives the demo account."""
+    configured = ex.config.simulation
+    coins = ops.margin_coins(ex)
+    spot = dict(configured.reset_spot) or {
+        asset: Decimal(ops.DEMO_FUNDS.get(asset, ops.DEMO_DEFAULT_FUNDS))
+        for asset in ex.config.markets.assets
+    }
+    futures = dict(configured.reset_futures) or {
+        coin: Decimal(ops.DEMO_FUNDS.get(coin, ops.DEMO_DEFAULT_FUNDS)) * ops.DEMO_FUTURES_SHARE
+        for coin in coins
+    }
+    return spot, futures
+
+
+def reset_account(ex: Exchange, user_id: int, ts: int) -> dict[str, Any]:
+    """Cancel the user's orders, close its futures positions at the mark, and bring its spot
+    and futures balances back to the starting balances (deposits and withdrawals for the
+    difference). Margin accounts are left as they are."""
+    ex.require_user(user_id)
+    engine = ex.engine
+    spot_target, futures_target = starting_balances(ex)
+    assets = ex.config.markets.assets
+    cancelled = 0
+    by_symbol: dict[str, list[int]] = {}
+    for order in engine.open_orders(user_id):
+        by_symbol.setdefault(order.symbol, []).append(order.id)
+    for symbol, ids in by_symbol.items():
+        ex.apply(CancelBatch(ts, user_id, symbol, tuple(ids)))
+        cancelled += len(ids)
+    fx = engine.futures
+    cancelled += len(fx.open_orders(user_id)) + len(fx.waiting_triggers(user_id))
+    closed: int = ex.apply(ClosePositions(ts, user_id))
+    account = futures_account(user_id)
+    for coin in fx.margin_coins:
+        free = engine.ledger.free(account, coin)
+        if free:
+            ex.apply(FuturesTransfer(ts, user_id, coin, free, False))
+    batch = uuid.uuid4().hex[:12]
+    for asset, spec in assets.items():
+        want = to_units(
+            spot_target.get(asset, Decimal(0)) + futures_target.get(asset, 0), spec.decimals
+        )
+        have = engine.ledger.free(user_id, asset)
+        tx = f"reset-{user_id}-{batch}-{asset}"
+        if want > have:
+            ex.apply(Deposit(ts, user_id, asset, want - have, tx))
+        elif have > want:
+            ex.apply(Withdraw(ts, user_id, asset, have - want, tx))
+    for coin, amount in futures_target.items():
+        units = to_units(amount, assets[coin].decimals)
+        if units > 0:
+            ex.apply(FuturesTransfer(ts, user_id, coin, units, True))
+    return {
+        "userId": user_id,
+        "cancelledOrders": cancelled,
+        "closedPositions": closed,
+        "spot": {
+            a: format_units(engine.ledger.free(user_id, a), s.decimals) for a, s in assets.items()
+        },
+        "futures": {
+            c: format_units(engine.ledger.free(account, c), assets[c].decimals)
+            for c in futures_target
+        },
+    }

@@ -1,0 +1,331 @@
+"""The simulation as a background task of the server: each tick advances every market's
+reference path, drives the futures index prices, lets each maker requote and each taker
+trade, then waits until all of it is committed, like any request. The engine stays pure:
+randomness (seeded per market) and the clock live here.
+
+Participants are found again by name on every start; their funding is idempotent (deposits
+carry fixed transaction ids), and a maker reconciles its ladder with the orders the engine
+holds for it, so a restart (kill -9 included) resumes without doubling anything."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tradehall import operations as ops
+from tradehall.codes import Reject
+from tradehall.engine.commands import (
+    CancelBatch,
+    FuturesCancelAll,
+    FuturesTransfer,
+    SetIndexPrice,
+)
+from tradehall.engine.contracts import ContractSpec
+from tradehall.engine.futures_prices import OPERATOR
+from tradehall.engine.markets import PairSpec
+from tradehall.exchange import Exchange
+from tradehall.sim.participants import Maker, Participant, Taker
+from tradehall.sim.paths import Path, make_path
+from tradehall.sim.settings import PathSettings, SimulationSettings
+from tradehall.sim.venue import FuturesVenue, SpotVenue, Venue
+from tradehall.store.writer import GroupCommitter
+from tradehall.units import format_units
+
+log = logging.getLogger("tradehall.sim")
+
+USD_PRICES = {"BTC": 30_000.0, "ETH": 2_000.0, "USDT": 1.0, "USD": 1.0, "USDC": 1.0}
+"""Start prices of the demo assets, for a market that has traded nothing yet and whose
+[[simulation.market]] table names no price."""
+INDEX_EVERY_MS = 1_000
+TAKER_ORDERS_FUNDED = 250
+"""A taker is funded, on each side, for ``funds`` times this many average orders."""
+
+
+class SimulationError(Exception):
+    """The simulation cannot start (one line)."""
+
+
+@dataclass
+class Market:
+    symbol: str
+    venue: Venue
+    path: Path
+    model: str
+    rng: random.Random
+    """The takers' dice for this market (the path has its own)."""
+    maker: Maker
+    taker: Taker
+    ref: int = 0
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "symbol": self.symbol,
+            "model": self.model,
+            "reference": f"{self.venue.price_of(self.ref):.10g}",
+        }
+
+
+class Simulation:
+    def __init__(
+        self,
+        exchange: Exchange,
+        committer: GroupCommitter,
+        clock: Callable[[], int],
+        settings: SimulationSettings,
+    ) -> None:
+        self.exchange = exchange
+        self.committer = committer
+        self.clock = clock
+        self.settings = settings
+        self.markets: list[Market] = []
+        self.ticks = 0
+        self.error = ""
+        self.started_at: int | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._last_index = 0
+        self.busy_s = 0.0
+        """Time spent applying the participants' commands (the event loop's, so requests'
+        time): what the simulation costs the server."""
+        self._began = 0.0
+
+    # ----------------------------------------------------------------- control
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> bool:
+        """Start the task; False when it runs already."""
+        if self.running:
+            return False
+        self.error = ""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return True
+
+    async def stop(self, *, withdraw_quotes: bool = False) -> bool:
+        """Stop the task; with ``withdraw_quotes`` also cancel every resting order of the
+        participants (``sim stop``; a server shutting down leaves them for the restart)."""
+        was = self.running
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if withdraw_quotes and self.exchange.failure is None:
+            ts = self.clock()
+            for participant in self.participants():
+                self._cancel_all(participant, ts)
+            await self.committer.durable()
+        return was
+
+    def _cancel_all(self, p: Participant, ts: int) -> None:
+        if isinstance(p.venue, SpotVenue):
+            ids = tuple(r.id for r in p.venue.resting(p.user))
+            if ids:
+                self.exchange.apply(CancelBatch(ts, p.user, p.venue.symbol, ids))
+        else:
+            self.exchange.apply(FuturesCancelAll(ts, p.user, p.venue.symbol))
+
+    def participants(self) -> list[Participant]:
+        return [p for m in self.markets for p in (m.maker, m.taker)]
+
+    def busy_share(self) -> float:
+        """The share of wall time since the start spent in the participants' commands."""
+        elapsed = time.monotonic() - self._began if self._began else 0.0
+        return round(self.busy_s / elapsed, 4) if elapsed > 0 else 0.0
+
+    def status(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "running": self.running,
+            "seed": s.seed,
+            "tickMs": s.tick_ms,
+            "ticks": self.ticks,
+            "startedAt": self.started_at,
+            "busySeconds": round(self.busy_s, 3),
+            "busyShare": self.busy_share(),
+            "error": self.error or None,
+            "markets": [m.view() for m in self.markets],
+            "participants": [p.view() for p in self.participants()],
+        }
+
+    # ----------------------------------------------------------------- the loop
+
+    async def _run(self) -> None:
+        try:
+            if not self.markets:
+                await self.setup()
+            self.started_at = self.clock()
+            self._began = time.monotonic()
+            self.busy_s = 0.0
+            log.info("simulation running on %d markets", len(self.markets))
+            interval = self.settings.tick_ms / 1000
+            while True:
+                began = time.monotonic()
+                try:
+                    await self.tick()
+                except Reject as exc:  # a command the sim should not have sent: keep going
+                    log.warning("simulation step refused: %s", exc.msg)
+                await asyncio.sleep(max(0.0, interval - (time.monotonic() - began)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.exception("simulation stopped")
+
+    async def tick(self) -> None:
+        """One step: move the references, then let every participant act; durable on
+        return."""
+        if self.exchange.failure is not None:
+            raise RuntimeError(f"the exchange is failed: {self.exchange.failure}")
+        began = time.perf_counter()
+        now = self.clock()
+        dt = self.settings.tick_ms / 1000
+        self.ticks += 1
+        stepped: set[int] = set()
+        for market in self.markets:
+            if id(market.path) not in stepped:
+                stepped.add(id(market.path))
+                market.path.step(dt)
+            market.ref = market.venue.ticks(market.path.price)
+        if now - self._last_index >= INDEX_EVERY_MS:
+            self._last_index = now
+            for market in self.markets:
+                if isinstance(market.venue, FuturesVenue):
+                    self.exchange.apply(SetIndexPrice(now, market.symbol, market.ref))
+        # Takers first, makers last: between ticks every ladder is whole again.
+        for market in self.markets:
+            market.taker.act(market.rng, market.ref, now, dt)
+        for market in self.markets:
+            market.maker.act(market.ref, now)
+        self.busy_s += time.perf_counter() - began
+        await self.committer.durable()
+
+    # ----------------------------------------------------------------- setup
+
+    async def setup(self) -> None:
+        """Build the markets and their participants (created and funded once)."""
+        self.markets = self.build_markets()
+        await self.committer.durable()
+
+    def build_markets(self) -> list[Market]:
+        ex, s = self.exchange, self.settings
+        spec = ex.config.markets
+        symbols = list(s.markets) or [*spec.pairs, *spec.contracts]
+        ts = self.clock()
+        paths: dict[str, Path] = {}
+        markets: list[Market] = []
+        for symbol in symbols:
+            if symbol in spec.pairs:
+                markets.append(self._spot_market(symbol, paths, ts))
+        for symbol in symbols:
+            if symbol in spec.contracts:
+                markets.append(self._futures_market(spec.contracts[symbol], paths, ts))
+        return markets
+
+    def _path_settings(self, symbol: str) -> PathSettings:
+        return self.settings.overrides.get(symbol, self.settings.path)
+
+    def _new_path(self, symbol: str, start: float) -> Path:
+        rng = random.Random(f"{self.settings.seed}/{symbol}/path")
+        return make_path(self._path_settings(symbol), start, rng)
+
+    def _start_price(self, symbol: str, base: str, quote: str, last: float) -> float:
+        if last > 0:
+            return last
+        configured = self._path_settings(symbol).price
+        if configured is not None:
+            return float(configured)
+        if base in USD_PRICES and quote in USD_PRICES:
+            return USD_PRICES[base] / USD_PRICES[quote]
+        raise SimulationError(
+            f"simulation: no start price for {symbol}: name one with price in a"
+            " [[simulation.market]] table"
+        )
+
+    def _spot_market(self, symbol: str, paths: dict[str, Path], ts: int) -> Market:
+        pair = self.exchange.config.markets.pairs[symbol]
+        last = self.exchange.engine.spot.last_price.get(symbol, 0) / 10**pair.price_precision
+        start = self._start_price(symbol, pair.base, pair.quote, last)
+        path = paths[symbol] = self._new_path(symbol, start)
+        venue = SpotVenue(self.exchange, pair, round(start * 10**pair.price_precision))
+        ref = venue.ticks(start)
+        s = self.settings
+        maker_lots = s.funds * (s.maker.levels * s.maker.size + s.maker.max_inventory) * venue.unit
+        taker_lots = s.funds * TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
+        taker_lots *= venue.unit
+        maker_id = self._user(f"sim-maker-{symbol}", ts)
+        taker_id = self._user(f"sim-taker-{symbol}", ts)
+        base_target = self._fund_spot(maker_id, f"sim-maker-{symbol}", pair, maker_lots, ref, ts)
+        self._fund_spot(taker_id, f"sim-taker-{symbol}", pair, taker_lots, ref, ts)
+        maker = Maker(maker_id, f"sim-maker-{symbol}", venue, s.maker, base_target)
+        taker = Taker(taker_id, f"sim-taker-{symbol}", venue, s.taker, s.maker.spacing_bps)
+        rng = random.Random(f"{s.seed}/{symbol}/taker")
+        model = self._path_settings(symbol).model
+        return Market(symbol, venue, path, model, rng, maker, taker, ref)
+
+    def _futures_market(self, c: ContractSpec, paths: dict[str, Path], ts: int) -> Market:
+        state = self.exchange.engine.futures.states[c.symbol]
+        shared = paths.get(c.index_source) if c.index_source != OPERATOR else None
+        if shared is not None:
+            path = shared  # the contract follows its index source's path
+            start = shared.price
+            model = self._path_settings(c.index_source).model
+        else:
+            last = (state.last or state.index) / 10**c.price_precision
+            start = self._start_price(c.symbol, c.base, c.quote, last)
+            path = paths[c.symbol] = self._new_path(c.symbol, start)
+            model = self._path_settings(c.symbol).model
+        venue = FuturesVenue(self.exchange, c, round(start * 10**c.price_precision))
+        ref = venue.ticks(start)
+        s = self.settings
+        cost = c.value(1, ref) // c.default_leverage + 1
+        maker_contracts = (s.maker.levels * s.maker.size + s.maker.max_inventory) * venue.unit
+        taker_contracts = TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
+        maker_id = self._user(f"sim-maker-{c.symbol}", ts)
+        taker_id = self._user(f"sim-taker-{c.symbol}", ts)
+        for user, name, contracts in (
+            (maker_id, f"sim-maker-{c.symbol}", 2 * maker_contracts),
+            (taker_id, f"sim-taker-{c.symbol}", taker_contracts * venue.unit),
+        ):
+            self._fund_futures(user, name, c.margin_coin, s.funds * contracts * cost, ts)
+        maker = Maker(maker_id, f"sim-maker-{c.symbol}", venue, s.maker, 0)
+        taker = Taker(taker_id, f"sim-taker-{c.symbol}", venue, s.taker, s.maker.spacing_bps)
+        rng = random.Random(f"{s.seed}/{c.symbol}/taker")
+        return Market(c.symbol, venue, path, model, rng, maker, taker, ref)
+
+    def _user(self, name: str, ts: int) -> int:
+        for user in self.exchange.users.values():
+            if user.name == name:
+                return user.id
+        return self.exchange.create_user(name, ts).id
+
+    def _deposit(self, user: int, asset: str, units: int, tx_id: str, ts: int) -> tuple[int, bool]:
+        """Deposit once under ``tx_id``; (the amount deposited under it, whether now)."""
+        record = self.exchange.engine.transfers.get(tx_id)
+        if record is not None:
+            return record.amount, False
+        decimals = self.exchange.config.markets.assets[asset].decimals
+        ops.transfer(
+            self.exchange, "deposit", user, asset, format_units(units, decimals), tx_id, ts
+        )
+        return units, True
+
+    def _fund_spot(self, user: int, name: str, pair: PairSpec, lots: int, ref: int, ts: int) -> int:
+        """Both assets of ``pair`` for ``lots`` at ``ref``; the base deposited."""
+        base, _ = self._deposit(
+            user, pair.base, lots * pair.base_per_lot, f"{name}-{pair.base}", ts
+        )
+        self._deposit(user, pair.quote, pair.quote_amount(ref, lots), f"{name}-{pair.quote}", ts)
+        return base
+
+    def _fund_futures(self, user: int, name: str, coin: str, units: int, ts: int) -> None:
+        amount, new = self._deposit(user, coin, max(1, units), f"{name}-{coin}", ts)
+        if new:
+            self.exchange.apply(FuturesTransfer(ts, user, coin, amount, True))

@@ -1,0 +1,146 @@
+"""The ``[simulation]`` section of the configuration, as validated values (config.py parses
+it). Sizes are in multiples of a market's *unit*: the smallest order that meets the market's
+minimums at the price the simulation starts from, times 1.5 (see ``venue.Venue.unit``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPoint:
+    """One point of a replayed history: a time (ms, relative to the first point) and a
+    price."""
+
+    ms: int
+    price: float
+
+
+@dataclass(frozen=True, slots=True)
+class PathSettings:
+    """How a market's reference price moves."""
+
+    model: str = "gbm"
+    """``gbm`` (geometric Brownian motion) or ``replay`` (a CSV file)."""
+    price: Decimal | None = None
+    """Start price; None: the market's last trade price, else a built-in demo price."""
+    drift: float = 0.0
+    """Annual drift of the log price (0.1 = +10 % a year on average)."""
+    volatility: float = 0.6
+    """Annual volatility of the log price (0.6 = 60 %)."""
+    jump_rate: float = 0.0
+    """Expected jumps per hour (0: none)."""
+    jump_size: float = 0.01
+    """Standard deviation of a jump's log size."""
+    replay: str = ""
+    """CSV file (model ``replay``)."""
+    speed: float = 1.0
+    """Simulated seconds per real second: 10 replays ten seconds of history a second, or
+    moves a random walk as far as it would in ten seconds."""
+    points: tuple[ReplayPoint, ...] = ()
+    """The replayed history, loaded from ``replay`` when the configuration is read."""
+
+
+@dataclass(frozen=True, slots=True)
+class MakerSettings:
+    levels: int = 25
+    """Orders on each side."""
+    spacing_bps: float = 2.0
+    """Distance between levels, in basis points of the reference price."""
+    size: int = 4
+    """Size of one level, in units."""
+    max_inventory: int = 300
+    """Largest position (base held above or below the start, or net futures contracts) the
+    maker may take on, in units: it never quotes more on a side than this bound allows."""
+    skew: float = 1.0
+    """How far (in levels) the ladder shifts away from the side it holds too much of, at full
+    inventory."""
+
+
+@dataclass(frozen=True, slots=True)
+class TakerSettings:
+    rate: float = 3.0
+    """Orders per second per market (Poisson arrivals)."""
+    min_size: int = 1
+    max_size: int = 6
+    """Order sizes, in units, uniform between the two."""
+    limit_share: float = 0.3
+    """Share of marketable LIMIT (IOC) orders; the rest are MARKET orders."""
+    limit_slippage_bps: float = 20.0
+    """How far through the reference a marketable limit order's price goes."""
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRule:
+    """Faults injected into requests whose path starts with ``path`` (``*``: every API
+    request; the admin API is never touched), of ``method`` when given. The first rule that
+    matches a request applies."""
+
+    path: str = "*"
+    method: str = ""
+    """Only requests of this HTTP method (``POST``); empty: every method."""
+    latency_share: float = 0.0
+    """Share of requests delayed."""
+    latency_ms_min: int = 0
+    latency_ms_max: int = 0
+    """A delay is uniform between the two."""
+    error_before_share: float = 0.0
+    """Share answered 503 without reaching the exchange (nothing applied)."""
+    error_after_share: float = 0.0
+    """Share answered 504 after the exchange applied the request (its outcome unknown to
+    the client)."""
+    burst_share: float = 0.0
+    """Share of requests that start a burst of 429 answers."""
+    burst_seconds: float = 2.0
+    drop_share: float = 0.0
+    """Share of WebSocket connections the server drops (closes with 1001)."""
+    drop_after_ms_min: int = 1000
+    drop_after_ms_max: int = 10000
+    """A dropped connection is closed a uniform delay between the two after it opened."""
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSettings:
+    enabled: bool = False
+    seed: int = 0
+    rules: tuple[FaultRule, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationSettings:
+    enabled: bool = False
+    """Run without ``--demo`` too (``serve --demo`` runs it unless ``--no-sim``)."""
+    seed: int = 1
+    tick_ms: int = 500
+    """How often the participants act (ms)."""
+    markets: tuple[str, ...] = ()
+    """Symbols (spot pairs and contracts) to simulate; empty: every one configured."""
+    path: PathSettings = PathSettings()
+    overrides: dict[str, PathSettings] = field(default_factory=dict)
+    """Per-market path settings (``[[simulation.market]]``)."""
+    maker: MakerSettings = MakerSettings()
+    taker: TakerSettings = TakerSettings()
+    funds: int = 4
+    """Each participant is funded with this many times what it can trade (a maker: both
+    ladders and its inventory bound; a taker: a thousand average orders)."""
+    faults: FaultSettings = FaultSettings()
+    reset_spot: dict[str, Decimal] = field(default_factory=dict)
+    reset_futures: dict[str, Decimal] = field(default_factory=dict)
+    """``tradehall account reset``'s starting balances (``[simulation.reset]``); empty: the
+    demo account's."""
+    source: str = ""
+    """The configuration file, for messages."""
+
+
+def with_speed(settings: SimulationSettings, speed: float) -> SimulationSettings:
+    """``settings`` with every market's path at ``speed`` (``serve --speed``)."""
+    return dataclasses.replace(
+        settings,
+        path=dataclasses.replace(settings.path, speed=speed),
+        overrides={
+            symbol: dataclasses.replace(path, speed=speed)
+            for symbol, path in settings.overrides.items()
+        },
+    )

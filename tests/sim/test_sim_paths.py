@@ -1,0 +1,147 @@
+"""Reference paths (seeded GBM, CSV replay) and the [simulation] configuration's errors: one
+line naming the file, the line and the field."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tradehall.config import ConfigError, load_config, parse_config
+from tradehall.sim.paths import GbmPath, ReplayPath
+from tradehall.sim.replay import ReplayError, load_points
+from tradehall.sim.settings import PathSettings, ReplayPoint
+
+BASE = (
+    Path(__file__).resolve().parents[2] / "src" / "tradehall" / "default_config.toml"
+).read_text()
+
+
+def test_gbm_is_reproducible_from_its_seed_and_follows_its_drift() -> None:
+    def walk(seed: str, settings: PathSettings) -> list[float]:
+        path = GbmPath(settings, 100.0, random.Random(seed))
+        return [path.step(60.0) for _ in range(1000)]
+
+    calm = PathSettings(volatility=0.5)
+    assert walk("a", calm) == walk("a", calm)
+    assert walk("a", calm) != walk("b", calm)
+    flat = walk("a", PathSettings(volatility=0.0))
+    assert flat[-1] == pytest.approx(100.0)
+    up = walk("a", PathSettings(volatility=0.0, drift=100.0))
+    assert up[-1] > 100.0
+    jumpy = walk("a", PathSettings(volatility=0.0, jump_rate=60.0, jump_size=0.05))
+    assert len(set(jumpy)) > 10  # only jumps move it
+
+
+def test_replay_plays_the_history_scaled_to_the_start_price_at_its_speed() -> None:
+    points = (ReplayPoint(0, 10.0), ReplayPoint(1_000, 11.0), ReplayPoint(2_000, 9.0))
+    path = ReplayPath(points, speed=2.0, start=100.0)
+    assert path.step(0.5) == pytest.approx(110.0)  # 1 s of history in 0.5 s
+    assert path.step(0.5) == pytest.approx(90.0)
+    path.step(0.5)  # past the end: loops, going on from where it ended
+    assert path.price == pytest.approx(90.0 * 11.0 / 10.0)
+
+
+def test_candles_and_trades_files(tmp_path: Path) -> None:
+    candles = tmp_path / "c.csv"
+    candles.write_text("Time,Open,High,Low,Close,Volume\n0,10,12,9,11,1\n60,11,11.5,10,10.5,1\n")
+    points = load_points(candles)
+    assert [p.price for p in points[:4]] == [10, 9, 12, 11]  # open, nearer extreme, other, close
+    assert [p.ms for p in points[:4]] == [0, 15_000, 30_000, 45_000]
+    trades = tmp_path / "t.csv"
+    trades.write_text(
+        "price,time,qty\n5,2024-01-01T00:00:00+00:00,1\n6,2024-01-01T00:00:01+00:00,1\n"
+    )
+    assert load_points(trades) == (ReplayPoint(0, 5.0), ReplayPoint(1_000, 6.0))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("time,open,high,close\n1,2,3,4\n", ":1: low: missing column"),
+        ("time,price\n1,2\nx,3\n", ":3: time: 'x' is neither"),
+        ("time,price\n1,2\n2,-3\n", ":3: price: must be a positive number"),
+        ("time,price\n5,2\n2,3\n", ":3: time: rows must be in time order"),
+        ("time,price\n1,2\n2\n", ":3: price: missing value"),
+        ("time,open,high,low,close\n1,10,9,8,10\n", ":2: high: high/low do not contain"),
+    ],
+)
+def test_a_bad_replay_file_is_named_with_line_and_field(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text)
+    with pytest.raises(ReplayError) as caught:
+        load_points(bad)
+    assert str(caught.value).startswith(str(bad)) and expected in str(caught.value)
+
+
+def config_error(extra: str, tmp_path: Path) -> str:
+    source = tmp_path / "tradehall.toml"
+    source.write_text(BASE + extra)
+    with pytest.raises(ConfigError) as caught:
+        load_config(source)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def line_of(text: str, needle: str, tmp_path: Path) -> int:
+    return (BASE + text).splitlines().index(needle) + 1
+
+
+def test_bad_simulation_settings_name_file_line_and_field(tmp_path: Path) -> None:
+    extra = "\n[simulation.path]\nvolatility = -0.5\n"
+    line = line_of(extra, "volatility = -0.5", tmp_path)
+    assert config_error(extra, tmp_path) == (
+        f"{tmp_path / 'tradehall.toml'}:{line}: simulation.path.volatility:"
+        " must be between 0 and 10, got -0.5"
+    )
+    extra = '\n[simulation]\nmarkets = ["BTCUSDT", "DOGEUSDT"]\n'
+    message = config_error(extra, tmp_path)
+    line = line_of(extra, 'markets = ["BTCUSDT", "DOGEUSDT"]', tmp_path)
+    assert f":{line}: " in message
+    assert "simulation.markets: unknown market 'DOGEUSDT'" in message
+    extra = '\n[[simulation.market]]\nsymbol = "E-DOGE-USDT"\n'
+    assert "simulation.market[0].symbol: unknown market 'E-DOGE-USDT'" in config_error(
+        extra, tmp_path
+    )
+    extra = "\n[simulation.maker]\nlevelz = 3\n"
+    assert "simulation.maker.levelz: unknown key (did you mean 'levels'?)" in config_error(
+        extra, tmp_path
+    )
+    extra = '\n[[simulation.faults.rule]]\npath = "order"\n'
+    assert "simulation.faults.rule[0].path: must be '*' or start with '/'" in config_error(
+        extra, tmp_path
+    )
+
+
+def test_a_replay_csv_missing_a_column_stops_the_configuration(tmp_path: Path) -> None:
+    (tmp_path / "history.csv").write_text("time,open,high,close\n1,2,3,4\n")
+    extra = (
+        '\n[[simulation.market]]\nsymbol = "BTCUSDT"\nmodel = "replay"\nreplay = "history.csv"\n'
+    )
+    assert config_error(extra, tmp_path) == (
+        f"{tmp_path / 'history.csv'}:1: low: missing column (a candles file needs time, open,"
+        " high, low, close)"
+    )
+
+
+def test_the_shipped_sample_replays() -> None:
+    extra = (
+        '\n[[simulation.market]]\nsymbol = "BTCUSDT"\nmodel = "replay"\n'
+        'replay = "builtin:btcusdt-1m.csv"\nspeed = 10\n'
+    )
+    cfg = parse_config(BASE + extra, "x.toml")
+    market = cfg.simulation.overrides["BTCUSDT"]
+    assert market.model == "replay" and market.speed == 10 and len(market.points) == 960
+
+
+def test_speed_runs_a_random_walk_faster_as_far_as_it_goes() -> None:
+    slow = GbmPath(PathSettings(volatility=0.0, drift=1.0), 100.0, random.Random(1))
+    fast = GbmPath(PathSettings(volatility=0.0, drift=1.0, speed=10.0), 100.0, random.Random(1))
+    for _ in range(10):
+        slow.step(1.0)
+    fast.step(1.0)
+    assert fast.price == pytest.approx(slow.price)

@@ -386,7 +386,7 @@ def test_the_page_reconnects_after_the_server_closes_its_sockets(
     """The server restarts on the same port: its sockets close, the page polls meanwhile,
     then connects again and is live as before."""
     data = tmp_path / "data"
-    server = start_server(data, "--demo")
+    server = start_server(data, "--demo", "--no-sim")
     port = str(urlsplit(server.url).port)
     context = browser.new_context()
     try:

@@ -5,11 +5,15 @@ view opens with the admin token only."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -23,7 +27,14 @@ if not CHROMIUM.exists():
         allow_module_level=True,
     )
 
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    WebSocket,
+    expect,
+    sync_playwright,
+)
 
 TIMEOUT_MS = 10_000
 
@@ -274,3 +285,149 @@ def test_operator_view_refuses_a_wrong_token(venue: Venue, page: Watched) -> Non
     p.click("#token-form button[type=submit]")
     expect(p.locator("#token-message")).to_contain_text("the admin token is wrong")
     expect(p.locator("#admin")).to_be_hidden()
+
+
+# --------------------------------------------------------------------------- live by stream
+
+
+def record_frames(page: Page, sent: list[str]) -> list[dict[str, Any]]:
+    """Every message the page receives on its WebSockets, gunzipped; what it sends goes to
+    ``sent``."""
+    frames: list[dict[str, Any]] = []
+
+    def on_frame(payload: str | bytes) -> None:
+        if isinstance(payload, bytes):
+            frames.append(json.loads(gzip.decompress(payload)))
+
+    def on_socket(ws: WebSocket) -> None:
+        ws.on("framereceived", on_frame)
+        ws.on("framesent", lambda payload: sent.append(str(payload)))
+
+    page.on("websocket", on_socket)
+    return frames
+
+
+def depth_requests(watched: Watched) -> int:
+    return sum("/depth?" in r for r in watched.requests)
+
+
+def test_book_trades_ticker_and_account_are_live_by_stream(venue: Venue, page: Watched) -> None:
+    p = page.page
+    sent: list[str] = []
+    frames = record_frames(p, sent)
+    answer = p.goto(venue.url + "/?market=BTCUSDT")
+    # The policy is unchanged: 'self' covers the same-origin ws: URLs.
+    assert answer is not None and "connect-src 'self';" in answer.headers["content-security-policy"]
+    p.wait_for_selector("body[data-spot-stream=live]")
+    expect(p.locator("#feed")).to_have_text("live")
+    sign_in(p, venue.demo["apiKey"], venue.demo["secret"])
+    p.wait_for_selector("body[data-account-stream=live]")
+    expect(p.locator("#bids tr.level")).to_have_count(5)
+    # The REST book was asked for at most once, before the stream was up.
+    depth_before = depth_requests(page)
+    assert depth_before <= 1
+
+    with venue.trader() as trader:
+        oid = trader.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.01", price="23456.78")[
+            "orderId"
+        ]
+        # Pushed: the account's safety poll is 10 s, the push refreshes the panel at once.
+        row = p.locator(f"#open-orders tr[data-order-id='{oid}']")
+        expect(row).to_have_count(1, timeout=5000)
+        expect(p.locator("#bids tr.level td:first-child", has_text="23456.78")).to_have_count(1)
+        assert any(
+            f.get("channel") == "user_order" and str(f["tick"]["orderId"]) == str(oid)
+            for f in frames
+        )
+        # A trade: the demo user sells into the maker's best bid (29990.00, 0.2).
+        trader.create_order("BTCUSDT", "SELL", "LIMIT", volume="0.05", price="29990")
+        expect(p.locator("#trades tbody tr").first.locator("td").first).to_have_text("29990.00")
+        expect(p.locator("#bids tr.level", has_text="29990.00").locator("td").nth(1)).to_have_text(
+            "0.150000"
+        )
+        expect(p.locator("#markets tr[data-symbol=BTCUSDT] td.num").first).to_have_text("29990.00")
+        expect(p.locator("#chart")).to_have_attribute("data-close", "29990.00")
+        trader.cancel_order("BTCUSDT", oid)
+        expect(row).to_have_count(0, timeout=5000)
+        expect(p.locator("#bids tr.level td:first-child", has_text="23456.78")).to_have_count(0)
+    assert depth_requests(page) == depth_before
+    # The private streams were opened with a signature, never with the secret.
+    hellos = [json.loads(m)["params"] for m in sent if venue.demo["apiKey"] in m]
+    assert len(hellos) == 2 and all(re.fullmatch("[0-9a-f]{64}", h["sign"]) for h in hellos)
+    assert not any(venue.demo["secret"] in m for m in sent)
+    # No REST polling of the market while the stream is live: no ticker list either.
+    assert not any("/ticker?" in r for r in page.requests[-20:])
+    assert page.errors == []
+
+
+def test_a_futures_book_and_orders_are_live_by_stream(venue: Venue, page: Watched) -> None:
+    p = page.page
+    p.goto(venue.url + "/?market=E-BTC-USDT")
+    p.wait_for_selector("body[data-futures-stream=live]")
+    sign_in(p, venue.demo["apiKey"], venue.demo["secret"])
+    p.wait_for_selector("body[data-account-stream=live]")
+    depth_before = depth_requests(page)
+    with venue.trader() as trader:
+        placed = trader.futures_create_order(
+            "E-BTC-USDT", "BUY", "LIMIT", "OPEN", volume="2", price="20000.5"
+        )
+        oid = placed["orderId"]
+        expect(p.locator(f"#open-orders tr[data-order-id='{oid}']")).to_have_count(1, timeout=5000)
+        expect(p.locator("#bids tr.level td:first-child", has_text="20000.5")).to_have_count(1)
+        trader.futures_cancel_order("E-BTC-USDT", oid)
+        expect(p.locator("#bids tr.level td:first-child", has_text="20000.5")).to_have_count(0)
+    assert depth_requests(page) == depth_before
+    assert page.errors == []
+
+
+def test_the_page_reconnects_after_the_server_closes_its_sockets(
+    tmp_path: Path, browser: Browser
+) -> None:
+    """The server restarts on the same port: its sockets close, the page polls meanwhile,
+    then connects again and is live as before."""
+    data = tmp_path / "data"
+    server = start_server(data, "--demo", "--no-sim")
+    port = str(urlsplit(server.url).port)
+    context = browser.new_context()
+    try:
+        assert server.demo is not None
+        demo = server.demo
+        p = context.new_page()
+        p.set_default_timeout(TIMEOUT_MS)
+        uncaught: list[str] = []
+        errors: list[str] = []
+        p.on("pageerror", lambda exc: uncaught.append(str(exc)))
+        p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        requests: list[str] = []
+        p.on("request", lambda r: requests.append(r.url))
+        p.goto(server.url + "/?market=BTCUSDT")
+        p.wait_for_selector("body[data-spot-stream=live]")
+        sign_in(p, demo["apiKey"], demo["secret"])
+        p.wait_for_selector("body[data-account-stream=live]")
+
+        server.stop(signal.SIGTERM)
+        p.wait_for_selector("body[data-spot-stream=polling]")
+        expect(p.locator("#feed")).to_have_text("polling")
+        # Polling again while the stream is down (the requests fail: no server).
+        polled = len(requests)
+        p.wait_for_timeout(2500)
+        assert sum("/depth?" in r for r in requests[polled:]) >= 1
+        server = start_server(data, "--port", port)
+        p.wait_for_selector("body[data-spot-stream=live]", timeout=20_000)
+        p.wait_for_selector("body[data-account-stream=live]", timeout=20_000)
+        errors.clear()  # refused connections while the server was down are expected
+
+        with Client(server.url, demo["apiKey"], demo["secret"]) as trader:
+            oid = trader.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.01", price="11111.11")[
+                "orderId"
+            ]
+            expect(p.locator("#bids tr.level td:first-child", has_text="11111.11")).to_have_count(1)
+            expect(p.locator(f"#open-orders tr[data-order-id='{oid}']")).to_have_count(
+                1, timeout=5000
+            )
+        assert uncaught == [] and errors == []
+    finally:
+        context.close()
+        server.stop(signal.SIGTERM)
+        if server.proc.poll() is None:
+            server.stop(signal.SIGKILL)

@@ -1,7 +1,7 @@
 // Every request the pages make goes through this module: public market data, signed calls
 // (HMAC-SHA256 with WebCrypto, as README "Signing a request" describes), the admin API, and
-// `watch`, the one place that decides how often data is refreshed. Polling today; a stream
-// transport can replace `watch` without the views changing.
+// `watch`, the one place that decides how often data is polled. The live alternative, the
+// WebSocket streams, is in stream.js.
 
 const SPOT = '/spot/open/sapi/v1';
 const FUTURES = '/futures/open/fapi/v1';
@@ -133,6 +133,14 @@ export class Session {
     return this.call('/futures/open', method, `/fapi/v1${path}`, params);
   }
 
+  // The first message of a private stream (docs/websocket.md, "Private streams").
+  async streamHello(path) {
+    const ts = String(this.timestamp());
+    const message = encoder.encode(`${ts}GET${path}`);
+    const signature = await crypto.subtle.sign('HMAC', this.cryptoKey, message);
+    return { event: 'sub', params: { apiKey: this.apiKey, ts, sign: hex(signature) } };
+  }
+
   account = () => this.spot('GET', '/account');
   // The caller's margin account on a pair, or null when it has none (-2017).
   marginAccount = (symbol) => this.spot('GET', '/margin/tradehall/account', { symbol })
@@ -208,16 +216,17 @@ export class AdminSession {
 
 // ------------------------------------------------------------------ refreshing
 
-// Calls load() now and then every `every` ms (at least 1000: polling never runs faster than
-// once a second), passing what it returns to onData and failures to onError. Paused while the
-// page is hidden. Returns a function that stops it; its `refresh()` loads again at once (after
-// a user's action), never two loads at a time.
-export function watch(load, onData, onError, every = 1000) {
+// Calls load() now and then every `every` ms (a number, or a function giving it at each turn;
+// at least 1000: polling never runs faster than once a second), passing what it returns to
+// onData and failures to onError. Paused while the page is hidden or `paused()` is true (a
+// stream delivers the same data). Returns a function that stops it; its `refresh()` loads
+// again at once (after a user's action), never two loads at a time.
+export function watch(load, onData, onError, every = 1000, paused = () => false) {
   let stopped = false;
   let timer = null;
   let running = false;
   let again = false;
-  const period = Math.max(every, 1000);
+  const period = () => Math.max(typeof every === 'function' ? every() : every, 1000);
   async function tick() {
     clearTimeout(timer);
     if (stopped) return;
@@ -226,7 +235,7 @@ export function watch(load, onData, onError, every = 1000) {
       return;
     }
     running = true;
-    if (!document.hidden) {
+    if (!document.hidden && !paused()) {
       try {
         const data = await load();
         if (!stopped) onData(data);
@@ -240,7 +249,7 @@ export function watch(load, onData, onError, every = 1000) {
       again = false;
       tick();
     } else {
-      timer = setTimeout(tick, period);
+      timer = setTimeout(tick, period());
     }
   }
   tick();

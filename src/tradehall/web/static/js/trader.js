@@ -1,11 +1,20 @@
 // The trader view: markets, chart, book, trades, depth; after sign-in, the account.
+// Market data is live by the WebSocket streams and polled while they are down; the account
+// panels are refreshed at once on a private stream's push, and polled slowly as a safety net.
 
 import { market, Session, watch } from './api.js';
 import { drawDepth } from './depth.js';
 import { $, describeError, el, fillRows, formatTime, num, row, showMessage } from './dom.js';
+import { MARKET_PATHS, PRIVATE_PATHS, Stream, streamSymbol } from './stream.js';
 
 const INTERVALS = ['1min', '5min', '15min', '1h', '1day'];
+const STREAM_INTERVALS = {
+  '1min': '1min', '5min': '5min', '15min': '15min', '1h': '60min', '1day': '1day',
+};
 const BOOK_LEVELS = 20;
+const TRADES = 30;
+const ACCOUNT_SAFETY_POLL_MS = 10000;
+const STREAMS_WORK = 'WebSocket' in globalThis && 'DecompressionStream' in globalThis;
 
 const state = {
   markets: [], // {kind, symbol, label, pricePrecision}
@@ -16,7 +25,16 @@ const state = {
   session: null,
   sessionOrders: new Map(), // spot order ids placed or seen this session -> last known order
   stops: { market: [], account: [] },
+  streams: { spot: null, futures: null }, // market data
+  privateStreams: [],
+  trades: [], // recent trades of the selected market, newest first
+  lastBarTime: null, // the chart's newest bar (seconds), null until its history is loaded
+  pendingCandle: null, // a pushed candle that came before the history
 };
+
+const fixed = (value, places) => Number(value).toFixed(places);
+const marketLive = (m) => Boolean(state.streams[m.kind]?.live);
+const accountLive = () => state.privateStreams.length > 0 && state.privateStreams.every((s) => s.live);
 
 // ------------------------------------------------------------------ chart
 
@@ -36,6 +54,9 @@ const volumes = chart.addSeries(LightweightCharts.HistogramSeries, {
 });
 chart.priceScale('volume').applyOptions({ scaleMargins: { top: 0.8, bottom: 0 } });
 
+const volumeColor = (bar) => (Number(bar.close) >= Number(bar.open)
+  ? 'rgba(38,166,154,0.5)' : 'rgba(239,83,80,0.5)');
+
 function showKlines(bars) {
   const candleData = bars.map((b) => ({
     time: Math.floor(b.idx / 1000),
@@ -45,13 +66,25 @@ function showKlines(bars) {
   volumes.setData(bars.map((b, i) => ({
     time: candleData[i].time,
     value: Number(b.vol),
-    color: Number(b.close) >= Number(b.open) ? 'rgba(38,166,154,0.5)' : 'rgba(239,83,80,0.5)',
+    color: volumeColor(b),
   })));
   $('#chart').dataset.bars = String(bars.length);
+  state.lastBarTime = bars.length ? candleData[bars.length - 1].time : 0;
   if (state.freshChart && bars.length) {
     chart.timeScale().scrollToRealTime(); // a new market or interval opens on its latest bars
     state.freshChart = false;
   }
+  if (state.pendingCandle) updateCandle(state.pendingCandle);
+}
+
+// A pushed candle (`id`: open time in seconds): the current one, or a new one after it.
+function updateCandle(tick) {
+  state.pendingCandle = state.lastBarTime === null ? tick : null;
+  if (state.lastBarTime === null || tick.id < state.lastBarTime) return;
+  candles.update({ time: tick.id, open: tick.open, high: tick.high, low: tick.low, close: tick.close });
+  volumes.update({ time: tick.id, value: tick.vol, color: volumeColor(tick) });
+  state.lastBarTime = tick.id;
+  $('#chart').dataset.close = fixed(tick.close, state.selected.pricePrecision);
 }
 
 // ------------------------------------------------------------------ market list
@@ -78,6 +111,18 @@ async function loadTickers() {
   ]);
   spot.forEach((m, i) => state.tickers.set(m.symbol, spotTickers[i]));
   for (const t of futures) state.tickers.set(t.contractName, t);
+}
+
+// A market's 24-hour ticker pushed by its stream, in the REST ticker's shape.
+function onTicker(m, tick) {
+  state.tickers.set(m.symbol, {
+    last: fixed(tick.close, m.pricePrecision), high: fixed(tick.high, m.pricePrecision),
+    low: fixed(tick.low, m.pricePrecision), vol: fixed(tick.vol, m.quantityPrecision),
+    rose: fixed(tick.rose, 2),
+  });
+  // Pushes come in bursts (one per market): the list is drawn once per burst.
+  clearTimeout(state.marketsTimer);
+  state.marketsTimer = setTimeout(renderMarkets, 100);
 }
 
 function renderMarkets() {
@@ -133,6 +178,21 @@ function renderBook(depth) {
   drawDepth($('#depth-chart'), { bids: depth.bids, asks: depth.asks });
 }
 
+// Trades from a snapshot or a push (newest first) join the list; one already shown (the
+// snapshot and a push can overlap) is not repeated.
+function addTrades(fresh) {
+  const key = (t) => `${t.time}|${t.price}|${t.qty}|${t.side}`;
+  const seen = new Set(state.trades.map(key));
+  state.trades = [...fresh.filter((t) => !seen.has(key(t))), ...state.trades]
+    .sort((a, b) => b.time - a.time).slice(0, TRADES);
+  renderTrades(state.trades);
+}
+
+// A stream trade in the REST shape.
+const streamTrade = (m, t) => ({
+  price: fixed(t.price, m.pricePrecision), qty: fixed(t.vol, m.quantityPrecision), time: t.ts, side: t.side,
+});
+
 function renderTrades(list) {
   const tbody = $('#trades tbody');
   if (list === null) {
@@ -148,7 +208,7 @@ function renderTrades(list) {
 
 // After an order or a cancel: the account and the book show it at once.
 function refreshAccount() {
-  for (const watcher of [...state.stops.account, ...state.stops.market]) watcher.refresh();
+  for (const watcher of [...state.stops.account, ...state.stops.market]) watcher.refresh?.();
 }
 
 function stopAll(which) {
@@ -171,13 +231,79 @@ function select(m) {
   updateOrderForm();
   renderMarkets();
   stopAll('market');
-  const fine = () => showMessage($('#page-message'), '');
+  Object.assign(state, { trades: [], lastBarTime: null, pendingCandle: null });
+  // Polled while the market's stream is down (before it first connects, too).
+  const streamed = () => marketLive(m);
   state.stops.market.push(
-    watch(() => market.depth(m, BOOK_LEVELS), (d) => { fine(); renderBook(d); }, reportMarketError, 1000),
-    watch(() => market.trades(m), renderTrades, reportMarketError, 1000),
-    watch(() => market.klines(m, state.interval), showKlines, reportMarketError, 2000),
+    watch(() => market.depth(m, BOOK_LEVELS), showBook, reportMarketError, 1000, streamed),
+    watch(() => market.trades(m, TRADES), (list) => {
+      state.trades = list || [];
+      renderTrades(list);
+    }, reportMarketError, 1000, streamed),
+    watch(() => market.klines(m, state.interval), showKlines, reportMarketError, 2000, streamed),
   );
+  followMarket(m);
+  showFeed();
   if (state.session) watchAccount();
+}
+
+function showFeed() {
+  $('#feed').textContent = marketLive(state.selected) ? 'live' : 'polling';
+}
+
+function showBook(depth) {
+  showMessage($('#page-message'), '');
+  renderBook(depth);
+}
+
+// The selected market's book, trades and current candle by its stream; on every
+// (re)subscription the trades and the chart's history are loaded once.
+function followMarket(m) {
+  const stream = state.streams[m.kind];
+  if (!stream) return;
+  const name = streamSymbol(m);
+  const interval = state.interval;
+  const current = () => state.selected === m && state.interval === interval;
+  // Stream levels are [price, volume as a number]; the book shows the REST text.
+  const levels = (side) => side.map(([price, vol]) => [price, fixed(vol, m.quantityPrecision)]);
+  const book = (tick) => showBook({ bids: levels(tick.buys), asks: levels(tick.asks) });
+  const tradesChannel = `market_${name}_trade_ticker`;
+  const loadTrades = async () => {
+    state.trades = [];
+    const list = m.kind === 'spot'
+      ? await market.trades(m, TRADES)
+      : ((await stream.request(tradesChannel, { pageSize: TRADES })) || []).map((t) => streamTrade(m, t));
+    if (current()) addTrades(list);
+  };
+  const loadHistory = async () => {
+    const bars = await market.klines(m, interval);
+    if (current()) showKlines(bars);
+  };
+  state.stops.market.push(
+    stream.follow(`market_${name}_depth_step0`, book),
+    stream.follow(tradesChannel, (tick) => addTrades(tick.data.map((t) => streamTrade(m, t))),
+      () => loadTrades().catch(reportMarketError)),
+    stream.follow(`market_${name}_kline_${STREAM_INTERVALS[interval]}`, updateCandle,
+      () => loadHistory().catch(reportMarketError)),
+  );
+}
+
+// One stream per kind of market, opened for the page's life; every market's ticker follows it.
+function openMarketStreams() {
+  if (!STREAMS_WORK) return;
+  for (const kind of ['spot', 'futures']) {
+    const markets = state.markets.filter((m) => m.kind === kind);
+    if (!markets.length) continue;
+    const stream = new Stream(MARKET_PATHS[kind], {
+      onError: reportMarketError,
+      onLive: (live) => {
+        document.body.dataset[`${kind}Stream`] = live ? 'live' : 'polling';
+        showFeed();
+      },
+    });
+    for (const m of markets) stream.follow(`market_${streamSymbol(m)}_ticker`, (tick) => onTicker(m, tick));
+    state.streams[kind] = stream;
+  }
 }
 
 function renderIntervals() {
@@ -230,7 +356,8 @@ function showMarginButton(m) {
       const margin = await state.session.marginAccount(m.symbol);
       renderMargin(margin);
       if (margin) {
-        state.stops.account.push(watch(() => state.session.marginAccount(m.symbol), renderMargin, reportAccountError, 2000));
+        state.stops.account.push(watch(() => state.session.marginAccount(m.symbol), renderMargin,
+          reportAccountError, accountEvery(2000)));
       }
     } catch (err) {
       reportAccountError(err);
@@ -313,19 +440,48 @@ function watchAccount() {
   showMarginButton(m);
   state.stops.account.push(
     watch(() => s.openOrders(m), (orders) => { accountFine(); renderOpenOrders(orders); },
-      reportAccountError, 1000),
+      reportAccountError, accountEvery(1000)),
     watch(() => Promise.all([s.account(), s.futuresAccount()]),
-      ([a, f]) => renderBalances(a, f), reportAccountError, 2000),
-
+      ([a, f]) => renderBalances(a, f), reportAccountError, accountEvery(2000)),
     watch(() => (m.kind === 'spot' ? spotHistory(m) : s.futuresOrderHistory(m)),
-      (orders) => renderHistory(m, orders), reportAccountError, 2000),
-    watch(() => s.myTrades(m), renderMyTrades, reportAccountError, 2000),
+      (orders) => renderHistory(m, orders), reportAccountError, accountEvery(2000)),
+    watch(() => s.myTrades(m), renderMyTrades, reportAccountError, accountEvery(2000)),
   );
+}
+
+// While the private streams are live, the account polls only as a safety net.
+const accountEvery = (ms) => () => (accountLive() ? ACCOUNT_SAFETY_POLL_MS : ms);
+
+// The account's private streams (spot and margin; futures): each push refreshes the panels.
+function openPrivateStreams(session) {
+  for (const stream of state.privateStreams) stream.close();
+  state.privateStreams = [];
+  if (!session || !STREAMS_WORK) return;
+  const onLive = () => {
+    document.body.dataset.accountStream = accountLive() ? 'live' : 'polling';
+  };
+  state.privateStreams = Object.values(PRIVATE_PATHS).map((path) => new Stream(path, {
+    hello: () => session.streamHello(path),
+    onMessage: onAccountEvent,
+    onError: reportAccountError,
+    onLive,
+  }));
+}
+
+function onAccountEvent(message) {
+  if (!String(message.channel).startsWith('user_')) return;
+  if (message.channel === 'user_order' && message.accountType === 'spot') {
+    state.sessionOrders.set(String(message.tick.orderId), message.tick);
+  }
+  // One push per change, several per order: the panels are loaded once per burst.
+  clearTimeout(state.accountTimer);
+  state.accountTimer = setTimeout(refreshAccount, 50);
 }
 
 function setSession(session) {
   state.session = session;
   state.sessionOrders.clear();
+  openPrivateStreams(session);
   $('#signin').hidden = Boolean(session);
   $('#signed-in').hidden = !session;
   $('#account').hidden = !session;
@@ -422,9 +578,11 @@ async function start() {
     reportMarketError(err);
     return;
   }
+  openMarketStreams();
   const wanted = new URLSearchParams(location.search).get('market');
   select(state.markets.find((m) => m.symbol === wanted) || state.markets[0]);
-  watch(loadTickers, renderMarkets, reportMarketError, 3000);
+  const allStreamed = () => state.markets.every((m) => marketLive(m));
+  watch(loadTickers, renderMarkets, reportMarketError, 3000, allStreamed);
   document.body.dataset.ready = 'true';
 }
 

@@ -249,6 +249,10 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     book = p.locator("#markets-activity tbody tr", has_text="BTCUSDT")
     expect(book.locator("td").nth(2)).to_have_text("10")
     expect(p.locator("#rates")).to_contain_text("Requests since start")
+    # The simulation's panel (this server runs --no-sim): off, no participants, no faults.
+    expect(p.locator("#sim")).to_contain_text("Faults injected")
+    expect(p.locator("#sim dd").first).to_have_text("no")
+    expect(p.locator("#sim-participants tbody")).to_contain_text("has not run")
     refused = p.locator("#errors tbody tr", has_text="GET /spot/open/sapi/v1/ticker").first
     expect(refused).to_contain_text(str(unknown.json()["code"]))
 

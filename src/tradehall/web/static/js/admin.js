@@ -50,6 +50,22 @@ function renderOverview([status, activity, system]) {
   ))));
 }
 
+function renderSimulation(sim) {
+  const injected = sim.faults.enabled
+    ? Object.entries(sim.faults.injected).map(([kind, n]) => `${kind} ${n}`).join(', ')
+    : 'off';
+  kv($('#sim'), [
+    ['Running', sim.running ? `yes, every ${sim.tickMs} ms (seed ${sim.seed})` : 'no'],
+    ['Ticks', String(sim.ticks ?? 0)],
+    ['Event-loop share', sim.busyShare == null ? '' : `${(sim.busyShare * 100).toFixed(2)} %`],
+    ['Faults injected', injected],
+  ]);
+  fillRows($('#sim-participants tbody'), (sim.participants || []).map((p) => row(
+    p.name, p.symbol, p.note ? `${p.state}: ${p.note}` : p.state,
+    num(String(p.orders)), num(String(p.cancels)), num(String(p.rejected)),
+  )), 'no participants: the simulation has not run on this server');
+}
+
 function renderAudit(audit) {
   const result = $('#audit-result');
   result.textContent = audit.ok ? 'OK: every invariant holds' : `${audit.problems.length} problem(s)`;
@@ -148,6 +164,7 @@ function open(session) {
     watch(() => Promise.all([a.request('GET', '/status'), a.request('GET', '/activity'), a.request('GET', '/system')]),
       renderOverview, failed, 2000),
     watch(() => a.request('GET', '/users'), renderUsers, failed, 3000),
+    watch(() => a.request('GET', '/sim'), renderSimulation, failed, 3000),
     watch(() => a.request('GET', '/keys'), renderKeys, failed, 3000),
     watch(loadUserBalances, renderUserBalances, failed, 3000),
     // The audit also reads the whole ledger from the store: every 10 s is plenty.

@@ -577,21 +577,10 @@ def open_order(pair: PairSpec, order: OrderState) -> OpenOrder:
 
 
 def history_order(pair: PairSpec, order: OrderState) -> HistoryOrder:
-    return HistoryOrder(
-        str(order.id),
-        str(order.id),
-        order.client_id,
-        pair.symbol,
-        price(pair, order.price),
-        orig_qty(pair, order),
-        qty(pair, order.filled),
-        avg_price(pair, order.filled, order.filled_quote),
-        cast(Status, order.status),
-        cast(OrderType, order.type),
-        cast(Side, order.side),
-        str(order.time),
-        order.status in (NEW, PARTIALLY_FILLED),
-    )
+    """``order_detail``'s fields (``transactTime`` named ``time``) and ``isWorking``."""
+    fields = msgspec.structs.asdict(order_detail(pair, order))
+    fields["time"] = fields.pop("transact_time")
+    return HistoryOrder(**fields, is_working=order.status in (NEW, PARTIALLY_FILLED))
 
 
 def order_canceled(pair: PairSpec, order: OrderState) -> OrderCanceled:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tradehall.codes import Code
-from tradehall.marketdata import INTERVALS, Interval
+from tradehall.marketdata import INTERVALS, Interval, parse_interval
 from tradehall.stream.frames import BadMessage
 from tradehall.stream.markets import StreamMarket
 
@@ -24,7 +24,6 @@ TICKER: Final = "ticker"
 MARK: Final = "mark"
 
 _SUFFIXES: Final = (("_depth_step0", DEPTH), ("_trade_ticker", TRADES), ("_ticker", TICKER))
-_KLINE_INTERVALS: Final = {iv.name: iv for iv in INTERVALS}
 MARK_PREFIX: Final = "mark_price_"
 
 
@@ -64,11 +63,11 @@ def _market_channel(name: str, rest: str) -> tuple[str, str, Interval | None]:
             return rest[: -len(suffix)], kind, None
     head, sep, interval_name = rest.rpartition("_kline_")
     if sep:
-        interval = _KLINE_INTERVALS.get(interval_name)
-        if interval is None:
-            names = ", ".join(_KLINE_INTERVALS)
+        try:
+            return head, KLINE, parse_interval(interval_name)
+        except ValueError:
+            names = ", ".join(iv.name for iv in INTERVALS)
             raise BadMessage(
                 Code.BAD_PARAM, f"unknown kline interval {interval_name!r}; expected {names}"
-            )
-        return head, KLINE, interval
+            ) from None
     raise BadMessage(Code.UNSUPPORTED, f"unknown channel {name!r}")

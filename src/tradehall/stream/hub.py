@@ -97,8 +97,6 @@ class Hub:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.connections: set[Subscriber] = set()
-        self.pushes = 0
-        self.frames = 0
 
     # ------------------------------------------------------------- lifecycle
 
@@ -249,9 +247,7 @@ class Hub:
             if entry is None:
                 continue
             frame = gzip_json({"channel": name, "ts": now, "tick": tick})
-            self.pushes += 1
             for sub in list(entry[1]):
-                self.frames += 1
                 sub.offer(frame)
 
     def current_tick(self, channel: Channel, now: int) -> Any | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tradehall.api.errors import ApiError
+from tradehall.api.params import Params
 from tradehall.codes import Code
 from tradehall.stream.channels import DEPTH, KLINE, TRADES, parse_channel
 from tradehall.stream.connection import Connection, params_of
@@ -32,7 +34,7 @@ def market_handler(futures: bool) -> Any:
                 raise BadMessage(
                     Code.UNSUPPORTED, f"unknown event {event!r}; expected sub, unsub or req"
                 )
-        except BadMessage as exc:
+        except (BadMessage, ApiError) as exc:
             extra: dict[str, Any] = {"event_rep": "error"}
             if isinstance(params.get("channel"), str):
                 extra["channel"] = params["channel"]
@@ -72,17 +74,17 @@ async def _req(conn: Connection, kind: str, params: dict[str, Any], cb_id: Any) 
     hub = conn.hub
     channel = parse_channel(params.get("channel"), hub.markets[kind])
     now = hub.clock()
-    page = _page_size(params)
+    page = _page_size(Params(params))
     market = channel.market
     marketdata = hub.exchange.marketdata
     data: Any
     if channel.kind == KLINE:
         assert channel.interval is not None
-        end = _end_ms(params, now)
+        end = _end_ms(Params(params), now)
         bars = marketdata.klines(market.symbol, channel.interval, page, end)
         data = [market.kline(bar) for bar in bars]
     elif channel.kind == TRADES:
-        end = _end_ms(params, now)
+        end = _end_ms(Params(params), now)
         recent = marketdata.recent_trades(market.symbol, 1000)
         data = [market.trade(t) for t in recent if t.time <= end][:page]
     elif channel.kind == DEPTH:
@@ -104,35 +106,15 @@ def _reply(event_rep: str, channel: str, cb_id: Any, now: int) -> dict[str, Any]
     return reply
 
 
-def _integer(params: dict[str, Any], key: str) -> int | None:
-    value = params.get(key)
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        raise BadMessage(Code.BAD_PARAM, f"{key} must be an integer")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 16:
-        return int(value)
-    raise BadMessage(Code.BAD_PARAM, f"{key} must be an integer")
+def _page_size(params: Params) -> int:
+    for name in ("pageSize", "top"):  # some of the family's clients send top
+        size = params.integer(name, minimum=1, maximum=MAX_PAGE)
+        if size is not None:
+            return size
+    return DEFAULT_PAGE
 
 
-def _page_size(params: dict[str, Any]) -> int:
-    size = _integer(params, "pageSize")
-    if size is None:
-        size = _integer(params, "top")  # some of the family's clients send top
-    if size is None:
-        return DEFAULT_PAGE
-    if not 1 <= size <= MAX_PAGE:
-        raise BadMessage(Code.BAD_PARAM, f"pageSize must be between 1 and {MAX_PAGE}")
-    return size
-
-
-def _end_ms(params: dict[str, Any], now: int) -> int:
+def _end_ms(params: Params, now: int) -> int:
     """``endIdx`` (UNIX seconds) as milliseconds: the last second included; now if absent."""
-    end = _integer(params, "endIdx")
-    if end is None:
-        return now
-    if end < 0:
-        raise BadMessage(Code.BAD_PARAM, "endIdx must be UNIX seconds")
-    return min(end * 1000 + 999, now)
+    end = params.integer("endIdx", minimum=0)
+    return now if end is None else min(end * 1000 + 999, now)

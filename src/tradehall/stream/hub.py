@@ -177,11 +177,10 @@ class Hub:
                 if t.symbol in self._watched:
                     trade = PublicTrade(t.id, t.time, t.price, t.qty, t.taker_side, t.quote)
                     self._trades.setdefault(t.symbol, []).append(trade)
-        if batch.futures:
+        if self.channels:
             for kind, _, contract, _ in batch.futures:
                 if kind == KIND_CONTRACT:
                     self._marks.add(contract)
-        if self.channels:
             self._wake.set()
         if batch.keys:
             self._close_revoked(batch)

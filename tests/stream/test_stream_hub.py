@@ -12,8 +12,8 @@ from support import make_exchange
 from tradehall.config import WebSocketSettings
 from tradehall.engine.commands import Deposit, PlaceOrder
 from tradehall.store.writer import GroupCommitter
-from tradehall.stream.channels import parse_channel
-from tradehall.stream.hub import SPOT, Hub, Subscriber
+from tradehall.stream.fanout import SPOT, Subscriber
+from tradehall.stream.hub import Hub
 
 T0 = 1_700_000_000_000
 
@@ -29,9 +29,9 @@ def test_a_slow_client_is_dropped_and_the_others_keep_receiving(tmp_path: Path) 
             dropped: list[str] = []
             slow = Subscriber(2, dropped.append)
             fast = Subscriber(1000, lambda reason: None)
-            channel = parse_channel("market_btcusdt_depth_step0", hub.markets[SPOT])
-            hub.subscribe(slow, channel)
-            hub.subscribe(fast, channel)
+            channel = hub.channel(SPOT, "market_btcusdt_depth_step0")
+            hub.subscribe(slow, channel.name)
+            hub.subscribe(fast, channel.name)
             exchange.apply(Deposit(T0, 1, "USDT", 10**14, "t1"))
             await committer.durable()
             for i in range(8):  # eight book changes, each committed and pushed on its own

@@ -13,8 +13,8 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tradehall.codes import Code
+from tradehall.stream.fanout import Fanout, Subscriber
 from tradehall.stream.frames import BadMessage, error_frame, gzip_json, parse_message
-from tradehall.stream.hub import Hub, Subscriber
 
 log = logging.getLogger("tradehall.stream")
 
@@ -26,7 +26,7 @@ Handler = Callable[["Connection", dict[str, Any]], Awaitable[None]]
 
 
 class Connection:
-    def __init__(self, websocket: WebSocket, hub: Hub) -> None:
+    def __init__(self, websocket: WebSocket, hub: Fanout) -> None:
         self.websocket = websocket
         self.hub = hub
         self.settings = hub.settings

@@ -49,3 +49,13 @@ def parse_message(raw: str | bytes, max_bytes: int) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise BadMessage(Code.BAD_PARAM, "message must be a JSON object")
     return message
+
+
+def reply(event_rep: str, channel: str, cb_id: Any, now: int) -> dict[str, Any]:
+    """The answer to a client's event (``subed``, ``unsubed``, ``rep``)."""
+    answer: dict[str, Any] = {"event_rep": event_rep, "channel": channel}
+    if cb_id is not None:
+        answer["cb_id"] = cb_id
+    answer["status"] = "ok"
+    answer["ts"] = now
+    return answer

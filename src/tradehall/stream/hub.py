@@ -30,46 +30,23 @@ from tradehall.engine.futures_model import (
     Trigger,
 )
 from tradehall.engine.margin import MARGIN_ACCOUNT_BASE
-from tradehall.exchange import Exchange
+from tradehall.exchange import ApiKey, Exchange
 from tradehall.marketdata.trades import PublicTrade
 from tradehall.store.batch import Batch
 from tradehall.store.writer import GroupCommitter
-from tradehall.stream.channels import DEPTH, KLINE, MARK, TICKER, TRADES, Channel
-from tradehall.stream.frames import gzip_json
+from tradehall.stream.channels import DEPTH, KLINE, MARK, TICKER, TRADES, Channel, parse_channel
+from tradehall.stream.fanout import FUTURES, SPOT, Fanout
+from tradehall.stream.frames import gzip_json, reply
+from tradehall.stream.history import history_data
 from tradehall.stream.markets import StreamMarket, mark_price_tick, stream_markets
 from tradehall.units import format_units
 
 log = logging.getLogger("tradehall.stream")
 
-SPOT = "spot"
-FUTURES = "futures"
 
+class Hub(Fanout):
+    """The streams of this process's exchange: pushes rendered from each committed batch."""
 
-class Subscriber:
-    """One connection's outbox: a bounded queue of encoded frames. ``drop`` is called (once)
-    when the queue overflows; the connection then closes."""
-
-    __slots__ = ("api_key", "channels", "drop", "dropped", "queue", "user")
-
-    def __init__(self, limit: int, drop: Callable[[str], None]) -> None:
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue(limit)
-        self.drop = drop
-        self.dropped = False
-        self.channels: dict[str, Channel] = {}
-        self.user: int | None = None
-        self.api_key: str | None = None
-
-    def offer(self, frame: bytes) -> None:
-        if self.dropped:
-            return
-        try:
-            self.queue.put_nowait(frame)
-        except asyncio.QueueFull:
-            self.dropped = True
-            self.drop("too slow: the client did not read its frames")
-
-
-class Hub:
     def __init__(
         self,
         exchange: Exchange,
@@ -77,18 +54,17 @@ class Hub:
         clock: Callable[[], int],
         settings: WebSocketSettings,
     ) -> None:
+        super().__init__(clock, settings)
         self.exchange = exchange
         self.committer = committer
-        self.clock = clock
-        self.settings = settings
         self.markets = {
             SPOT: stream_markets(exchange.config, futures=False),
             FUTURES: stream_markets(exchange.config, futures=True),
         }
-        self.channels: dict[str, tuple[Channel, set[Subscriber]]] = {}
+        self._known: dict[str, Channel] = {}
+        """Every channel a snapshot was asked of, by name (a finite set: names are checked)."""
         self._watched: dict[str, int] = {}
-        """Symbol -> subscriptions to its trade-driven channels (trades, klines, ticker)."""
-        self._private: dict[str, dict[int, set[Subscriber]]] = {SPOT: {}, FUTURES: {}}
+        """Symbol -> subscribed channels driven by its trades (trades, klines, ticker)."""
         self._trades: dict[str, list[PublicTrade]] = {}
         """Committed trades of watched symbols not pushed yet, oldest first."""
         self._marks: set[str] = set()
@@ -96,7 +72,6 @@ class Hub:
         """Depth channel -> the book version it last pushed."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.connections: set[Subscriber] = set()
 
     # ------------------------------------------------------------- lifecycle
 
@@ -114,33 +89,53 @@ class Hub:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for sub in list(self.connections):
-            sub.drop("the server is shutting down")
+        self.drop_all("the server is shutting down")
+
+    # ------------------------------------------------------------- what the endpoints ask
+
+    def channel(self, kind: str, name: object) -> Channel:
+        channel = parse_channel(name, self.markets[kind])
+        self._known[channel.name] = channel
+        return channel
+
+    async def snapshot(self, kind: str, params: dict[str, Any]) -> tuple[str, bytes | None]:
+        channel = self.channel(kind, params.get("channel"))
+        now = self.clock()
+        tick = self.current_tick(channel, now)
+        await self.committer.durable_shielded()  # the first push shows what is committed
+        if tick is None:
+            return channel.name, None
+        return channel.name, gzip_json({"channel": channel.name, "ts": now, "tick": tick})
+
+    async def history(self, kind: str, params: dict[str, Any]) -> bytes:
+        channel = self.channel(kind, params.get("channel"))
+        now = self.clock()
+        data = history_data(self.exchange, channel, params, now)
+        if channel.kind not in (KLINE, TRADES, DEPTH):
+            data = self.current_tick(channel, now)
+        await self.committer.durable_shielded()
+        answer = reply("rep", channel.name, params.get("cb_id"), now)
+        answer["data"] = data
+        return gzip_json(answer)
+
+    def find_key(self, api_key: str) -> ApiKey | None:
+        return self.exchange.keys.get(api_key)
+
+    async def confirm(self, kind: str, key: ApiKey) -> bool:
+        await self.committer.durable_shielded()
+        return key.row.revoked is None and self.exchange.keys.get(key.row.api_key) is key
 
     # ------------------------------------------------------------- subscriptions
 
-    def subscribe(self, sub: Subscriber, channel: Channel) -> None:
-        entry = self.channels.get(channel.name)
-        if entry is None:
-            entry = self.channels[channel.name] = (channel, set())
-        if sub in entry[1]:
-            return
-        entry[1].add(sub)
-        sub.channels[channel.name] = channel
+    def opened(self, name: str) -> None:
+        channel = self._known[name]
         if channel.kind in (TRADES, KLINE, TICKER):
             symbol = channel.market.symbol
             self._watched[symbol] = self._watched.get(symbol, 0) + 1
 
-    def unsubscribe(self, sub: Subscriber, name: str) -> bool:
-        channel = sub.channels.pop(name, None)
-        if channel is None:
-            return False
-        channel_entry = self.channels.get(name)
-        if channel_entry is not None:
-            channel_entry[1].discard(sub)
-            if not channel_entry[1]:
-                del self.channels[name]
-                self._pushed.pop(name, None)
+    def closed(self, name: str) -> None:
+        self._pushed.pop(name, None)
+        channel = self._known[name]
         if channel.kind in (TRADES, KLINE, TICKER):
             symbol = channel.market.symbol
             left = self._watched.get(symbol, 0) - 1
@@ -149,25 +144,6 @@ class Hub:
             else:
                 self._watched.pop(symbol, None)
                 self._trades.pop(symbol, None)
-        return True
-
-    def add_private(self, sub: Subscriber, kind: str, user: int, api_key: str) -> None:
-        sub.user = user
-        sub.api_key = api_key
-        self._private[kind].setdefault(user, set()).add(sub)
-
-    def forget(self, sub: Subscriber) -> None:
-        """A connection ended: remove it everywhere."""
-        for name in list(sub.channels):
-            self.unsubscribe(sub, name)
-        if sub.user is not None:
-            for by_user in self._private.values():
-                subs = by_user.get(sub.user)
-                if subs is not None:
-                    subs.discard(sub)
-                    if not subs:
-                        del by_user[sub.user]
-        self.connections.discard(sub)
 
     # ------------------------------------------------------------- after each commit
 
@@ -183,19 +159,9 @@ class Hub:
                     self._marks.add(contract)
             self._wake.set()
         if batch.keys:
-            self._close_revoked(batch)
-        if self._private[SPOT] or self._private[FUTURES]:
+            self.drop_keys(key for key, row in batch.keys.items() if row.revoked is not None)
+        if self.users[SPOT] or self.users[FUTURES]:
             self._push_private(batch)
-
-    def _close_revoked(self, batch: Batch) -> None:
-        revoked = {key for key, row in batch.keys.items() if row.revoked is not None}
-        if not revoked:
-            return
-        for by_user in self._private.values():
-            for subs in by_user.values():
-                for sub in list(subs):
-                    if sub.api_key in revoked:
-                        sub.drop("the API key was revoked")
 
     # ------------------------------------------------------------- market pushes
 
@@ -218,7 +184,8 @@ class Hub:
         now = self.clock()
         versions = self.exchange.book_versions
         ticks: list[tuple[str, Any]] = []
-        for name, (channel, _subs) in self.channels.items():
+        for name in self.channels:
+            channel = self._known[name]
             symbol = channel.market.symbol
             kind = channel.kind
             if kind == DEPTH:
@@ -242,12 +209,8 @@ class Hub:
             return
         await self.committer.durable_shielded()  # depth, candles and tickers are read from memory
         for name, tick in ticks:
-            entry = self.channels.get(name)
-            if entry is None:
-                continue
-            frame = gzip_json({"channel": name, "ts": now, "tick": tick})
-            for sub in list(entry[1]):
-                sub.offer(frame)
+            if name in self.channels:
+                self.publish(name, gzip_json({"channel": name, "ts": now, "tick": tick}))
 
     def current_tick(self, channel: Channel, now: int) -> Any | None:
         """What a new subscriber gets at once: the channel's current state (None: nothing
@@ -287,7 +250,7 @@ class Hub:
 
     def _push_private(self, batch: Batch) -> None:
         now = self.clock()
-        spot, futures = self._private[SPOT], self._private[FUTURES]
+        spot, futures = self.users[SPOT], self.users[FUTURES]
         engine = self.exchange.engine
         config = self.exchange.config.markets
         margin_accounts = engine.margin.accounts
@@ -296,7 +259,7 @@ class Hub:
                 if change.user in futures:
                     message = self._futures_change(change, now)
                     if message is not None:
-                        _deliver(futures[change.user], message)
+                        self.publish_user(FUTURES, change.user, gzip_json(message))
                 continue
             order = change.order
             account = order.account
@@ -307,26 +270,24 @@ class Hub:
                 if margin_account is None:
                     continue
                 user, account_type = margin_account.user, "margin"
-            subs = spot.get(user)
-            if subs:
+            if user in spot:
                 pair = config.pairs[order.symbol]
                 detail = wire.order_detail(pair, order)
-                _deliver(
-                    subs,
-                    {
-                        "channel": "user_order",
-                        "ts": now,
-                        "accountType": account_type,
-                        "tick": detail,
-                    },
-                )
+                message = {
+                    "channel": "user_order",
+                    "ts": now,
+                    "accountType": account_type,
+                    "tick": detail,
+                }
+                self.publish_user(SPOT, user, gzip_json(message))
         for (account, asset), (free, locked) in batch.balances.items():
             if account <= 0:
                 continue  # the venue's own accounts (fees, pool, insurance, clearing)
             symbol = None
-            by_user = spot
+            kind, by_user = SPOT, spot
             if account >= FUTURES_ACCOUNT_BASE:
-                user, account_type, by_user = account - FUTURES_ACCOUNT_BASE, "futures", futures
+                user, account_type = account - FUTURES_ACCOUNT_BASE, "futures"
+                kind, by_user = FUTURES, futures
             elif account >= MARGIN_ACCOUNT_BASE:
                 margin_account = margin_accounts.get(account)
                 if margin_account is None:
@@ -335,8 +296,7 @@ class Hub:
                 symbol = margin_account.symbol
             else:
                 user, account_type = account, "spot"
-            targets = by_user.get(user)
-            if not targets:
+            if user not in by_user:
                 continue
             decimals = config.assets[asset].decimals if asset in config.assets else 0
             tick: dict[str, Any] = {
@@ -347,7 +307,8 @@ class Hub:
             }
             if symbol is not None:
                 tick["symbol"] = symbol
-            _deliver(targets, {"channel": "user_balance", "ts": now, "tick": tick})
+            message = {"channel": "user_balance", "ts": now, "tick": tick}
+            self.publish_user(kind, user, gzip_json(message))
 
     def _futures_change(self, change: FuturesChanged, now: int) -> dict[str, Any] | None:
         contracts = self.exchange.config.markets.contracts
@@ -366,9 +327,3 @@ class Hub:
         else:
             return None
         return {"channel": channel, "ts": now, "contractName": contract.symbol, "tick": tick}
-
-
-def _deliver(subs: set[Subscriber], message: dict[str, Any]) -> None:
-    frame = gzip_json(message)
-    for sub in list(subs):
-        sub.offer(frame)

@@ -45,7 +45,7 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
                 body=b"",
                 now_ms=now,
                 recv_window=DEFAULT_RECV_WINDOW,
-                find_key=hub.exchange.keys.get,
+                find_key=hub.find_key,
                 client_ip=client.host if client is not None else None,
                 trade=False,
                 max_ahead_ms=max_ahead_ms,
@@ -56,8 +56,7 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
         except ApiError as exc:
             conn.error(exc.code, _auth_message(exc.msg), event_rep="error", channel=CHANNEL)
             return
-        await hub.committer.durable_shielded()
-        if key.row.revoked is not None or hub.exchange.keys.get(key.row.api_key) is not key:
+        if not await hub.confirm(kind, key):
             conn.error(Code.BAD_KEY, "invalid API key", event_rep="error", channel=CHANNEL)
             return
         hub.add_private(conn.subscriber, kind, key.user_id, key.row.api_key)

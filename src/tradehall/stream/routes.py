@@ -15,7 +15,7 @@ from starlette.websockets import WebSocket
 
 from tradehall.api.replay import ReplayGuard
 from tradehall.stream.connection import Connection
-from tradehall.stream.hub import FUTURES, SPOT, Hub
+from tradehall.stream.fanout import FUTURES, SPOT, Fanout
 from tradehall.stream.market import market_handler
 from tradehall.stream.private import private_handler
 
@@ -30,7 +30,7 @@ def is_futures_host(websocket: WebSocket) -> bool:
     return "futures" in host.split(".", 1)[0].lower()
 
 
-def routes(hub: Hub, replay: ReplayGuard, max_ahead_ms: int) -> list[WebSocketRoute]:
+def routes(hub: Fanout, replay: ReplayGuard, max_ahead_ms: int) -> list[WebSocketRoute]:
     spot_market = market_handler(futures=False)
     futures_market = market_handler(futures=True)
     spot_private = private_handler(SPOT, SPOT_PRIVATE, replay, max_ahead_ms)

@@ -402,6 +402,7 @@ def gateway(
                 limits=limits,
                 timeout=timeout,
                 max_ahead_ms=cfg.server.max_clock_ahead_ms,
+                websocket=cfg.websocket,
             )
 
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):

@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from support import ServerProcess, start_server
+from support import ServerProcess, nats_unreachable, start_engine, start_gateway, start_server
 from tradehall.client import AdminClient, Client
 
 STREAM_SETTINGS = """
@@ -36,16 +38,23 @@ def write_config(path: Path) -> Path:
     return path
 
 
+TOPOLOGIES = ["serve", "engine+gateway"]
+"""Every stream test runs against one process (`tradehall serve`) and against the scale-out
+topology (`tradehall engine` behind `tradehall gateway`, over NATS)."""
+
+
 @dataclass
 class Venue:
-    server: ServerProcess
+    url: str
+    """Where clients connect: the server, or the gateway."""
     admin: AdminClient
     users: list[tuple[int, str, str]]
     """(user id, API key, secret) of two funded users."""
+    processes: list[ServerProcess]
 
-    @property
-    def url(self) -> str:
-        return self.server.url
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
 
     @property
     def ws(self) -> str:
@@ -56,8 +65,23 @@ class Venue:
         return Client(self.url, key, secret)
 
 
-def start_venue(tmp: Path) -> Venue:
-    server = start_server(tmp / "data", "--config", str(write_config(tmp / "venue.toml")))
+def start_venue(tmp: Path, topology: str = "serve") -> Venue:
+    config = str(write_config(tmp / "venue.toml"))
+    if topology == "serve":
+        server = start_server(tmp / "data", "--config", config)
+        processes = [server]
+    else:
+        reason = nats_unreachable()
+        if reason:
+            pytest.skip(reason)
+        subject = f"test-{uuid.uuid4().hex}"
+        server = start_engine(tmp / "data", subject, "--config", config)
+        processes = [server]
+        try:
+            processes.append(start_gateway(subject, "--config", config))
+        except Exception:
+            server.stop()
+            raise
     admin = AdminClient(server.url, (tmp / "data" / "admin.token").read_text().strip())
     users = []
     for name in ("alice", "bob"):
@@ -67,7 +91,7 @@ def start_venue(tmp: Path) -> Venue:
             admin.deposit(user["id"], asset, amount)
         admin.futures_transfer(user["id"], "USDT", "100000", "spot", "futures")
         users.append((user["id"], key["apiKey"], key["secret"]))
-    return Venue(server, admin, users)
+    return Venue(processes[-1].url, admin, users, processes)
 
 
 def decode(frame: str | bytes) -> dict[str, Any]:

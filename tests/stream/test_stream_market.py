@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 from stream_support import (
+    TOPOLOGIES,
     Venue,
     error_of,
     next_message,
@@ -28,11 +29,13 @@ SPOT = "/kline-api/ws"
 FUTURES = "/futures/kline-api/ws"
 
 
-@pytest.fixture(scope="module")
-def venue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venue]:
-    venue = start_venue(tmp_path_factory.mktemp("stream_market"))
+@pytest.fixture(scope="module", params=TOPOLOGIES)
+def venue(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Venue]:
+    venue = start_venue(tmp_path_factory.mktemp("stream_market"), request.param)
     yield venue
-    venue.server.stop()
+    venue.stop()
 
 
 def trade(venue: Venue, price: str, volume: str, symbol: str = "BTCUSDT") -> None:

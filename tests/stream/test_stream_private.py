@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from stream_support import Venue, error_of, next_message, open_ws, send, start_venue
+from stream_support import TOPOLOGIES, Venue, error_of, next_message, open_ws, send, start_venue
 from websockets.exceptions import ConnectionClosed
 
 from tradehall.client import sign, signature_payload
@@ -18,11 +18,13 @@ from tradehall.client.stream import UserStream
 SPOT_USER = "/spotws_user/userData/ws"
 
 
-@pytest.fixture(scope="module")
-def venue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venue]:
-    venue = start_venue(tmp_path_factory.mktemp("stream_private"))
+@pytest.fixture(scope="module", params=TOPOLOGIES)
+def venue(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Venue]:
+    venue = start_venue(tmp_path_factory.mktemp("stream_private"), request.param)
     yield venue
-    venue.server.stop()
+    venue.stop()
 
 
 async def drain(stream: UserStream, seconds: float) -> list[dict[str, Any]]:

@@ -176,7 +176,7 @@ def create_app(
     state.simulation = Simulation(
         exchange, committer, clock, simulation or exchange.config.simulation
     )
-    hub = Hub(exchange, committer, clock, exchange.config.websocket)
+    hub = state.hub = Hub(exchange, committer, clock, exchange.config.websocket)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -34,6 +34,7 @@ from tradehall.store.writer import GroupCommitter
 if TYPE_CHECKING:
     from tradehall.sim.faults import FaultInjector
     from tradehall.sim.runner import Simulation
+    from tradehall.stream.hub import Hub
 
 log = logging.getLogger("tradehall.api")
 
@@ -70,6 +71,9 @@ class AppState:
     admin_remote: bool = False
     """The admin API (and the operator page) answer callers off loopback too (config
     ``[server] admin_remote``); the token is required either way."""
+    hub: Hub | None = None
+    """The WebSocket streams' source (served here, or relayed to gateways by the engine
+    process)."""
 
     def failed(
         self,

@@ -11,17 +11,15 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import msgspec
 import nats.errors
 from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
-from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.types import Receive, Scope
 
-from tradehall.api.app import App, assemble, client_routes, wall_clock_ms
+from tradehall.api.app import wall_clock_ms
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.errors import ApiError
 from tradehall.api.http import EndpointSpec, failed_answer
@@ -40,7 +38,7 @@ from tradehall.cluster.protocol import (
     wire_params,
 )
 from tradehall.codes import Code
-from tradehall.config import LimitSettings
+from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
 
 log = logging.getLogger("tradehall.gateway")
@@ -62,6 +60,7 @@ class Gateway:
         timeout: float = DEFAULT_TIMEOUT,
         clock: Callable[[], int] = wall_clock_ms,
         max_ahead_ms: int = MAX_AHEAD_MS,
+        websocket: WebSocketSettings | None = None,
     ) -> None:
         self.url = url
         self.subject = subject
@@ -74,7 +73,12 @@ class Gateway:
         self.keys: dict[str, ApiKey] = {}
         self.keys_loaded = False
         self.nc: Nats | None = None
-        self._ids = f"{os.getpid():x}.{os.urandom(6).hex()}."
+        self.name = f"{os.getpid():x}.{os.urandom(6).hex()}"
+        """Unique among gateways: it starts the ids of the commands this one sends."""
+        self._ids = self.name + "."
+        self.websocket = websocket or WebSocketSettings()
+        self.on_reconnect: list[Callable[[], None]] = []
+        """Called when the NATS connection is back after a loss."""
         self._count = 0
         self._loading: asyncio.Task[None] | None = None
 
@@ -161,6 +165,8 @@ class Gateway:
 
     async def _reconnected(self) -> None:
         self._load_soon()
+        for listener in self.on_reconnect:
+            listener()
 
     def _load_soon(self) -> None:
         if self._loading is None or self._loading.done():
@@ -225,16 +231,3 @@ class Gateway:
             except nats.errors.Error as exc:
                 raise engine_unreachable(type(exc).__name__) from None
         raise engine_unreachable("no answer in time")
-
-
-def create_gateway_app(gateway: Gateway) -> App:
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with gateway.running():
-            yield
-
-    return assemble(client_routes(), gateway, lifespan)
-
-
-def gateway_app_factory(**settings: Any) -> App:
-    return create_gateway_app(Gateway(**settings))

@@ -6,6 +6,13 @@
 - ``<prefix>.keys.changed``: the engine publishes a ``KeySet`` of keys created or revoked,
   once their commit is done.
 - ``<prefix>.keys.reset``: the engine publishes it on start; gateways then fetch every key.
+- ``<prefix>.ws.ask``: request/reply, a ``StreamAsk`` (a WebSocket client's ``sub`` or ``req``,
+  or a private stream's key to confirm); the reply is a ``StreamAnswer``.
+- ``<prefix>.ws.interest``: each gateway publishes a ``StreamInterest`` (every channel and
+  account its clients follow) when it changes and every few seconds.
+- ``<prefix>.ws.md.<channel>``: the engine publishes each market push (the gzip frame clients
+  get, as is) of a channel some gateway follows.
+- ``<prefix>.ws.user.<spot|futures>.<user id>``: the same for an account's private pushes.
 """
 
 from __future__ import annotations
@@ -80,6 +87,36 @@ class KeySet(msgspec.Struct, array_like=True, frozen=True):
     keys: list[KeyInfo]
 
 
+class StreamAsk(msgspec.Struct, array_like=True, frozen=True):
+    gateway: str
+    kind: str
+    """``spot`` or ``futures``."""
+    event: str
+    """``sub`` (the channel's snapshot; the gateway follows it from then on), ``req`` (the
+    answer frame) or ``user`` (confirm ``api_key``; the gateway follows its account)."""
+    params: dict[str, Any]
+    api_key: str | None = None
+
+
+class StreamAnswer(msgspec.Struct, array_like=True, frozen=True):
+    code: int = 0
+    """0, or the catalogue code of the error ``msg`` explains."""
+    msg: str = ""
+    channel: str = ""
+    frame: bytes | None = None
+    user: int = 0
+
+
+class StreamInterest(msgspec.Struct, array_like=True, frozen=True):
+    gateway: str
+    channels: list[tuple[str, str]]
+    """(kind, channel name) pairs."""
+    users: list[tuple[str, int]]
+    """(kind, user id) pairs."""
+    leaving: bool = False
+    """The gateway is stopping: forget all it followed."""
+
+
 def _to_wire(value: Any) -> Any:
     kind = type(value)
     if kind is Decimal:
@@ -106,3 +143,6 @@ encode = msgspec.msgpack.Encoder().encode
 decode_forwarded = msgspec.msgpack.Decoder(Forwarded, ext_hook=_ext_hook).decode
 decode_answered = msgspec.msgpack.Decoder(Answered).decode
 decode_keys = msgspec.msgpack.Decoder(KeySet).decode
+decode_stream_ask = msgspec.msgpack.Decoder(StreamAsk).decode
+decode_stream_answer = msgspec.msgpack.Decoder(StreamAnswer).decode
+decode_interest = msgspec.msgpack.Decoder(StreamInterest).decode

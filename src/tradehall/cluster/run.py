@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import FrameType
 from typing import Any
 
@@ -24,8 +24,10 @@ from tradehall import server
 from tradehall.api.app import create_app
 from tradehall.api.http import AppState
 from tradehall.cluster.engine_service import EngineService
-from tradehall.cluster.gateway import Gateway, create_gateway_app
+from tradehall.cluster.gateway import Gateway
+from tradehall.cluster.gateway_app import create_gateway_app
 from tradehall.cluster.link import check_reachable
+from tradehall.cluster.stream_relay import StreamRelay
 from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
@@ -46,8 +48,13 @@ def run_engine(
 ) -> None:
     check_reachable(nats_url)
 
-    def service(state: AppState) -> contextlib.AbstractAsyncContextManager[None]:
-        return EngineService(state, nats_url, subject).running()
+    @contextlib.asynccontextmanager
+    async def service(state: AppState) -> AsyncIterator[None]:
+        assert state.hub is not None
+        relay = StreamRelay(state.hub, subject)
+        # The relay listens first: gateways restate their interest when the engine announces itself.
+        async with relay.running(nats_url), EngineService(state, nats_url, subject).running():
+            yield
 
     def make_app(exchange: Exchange, token: str, limits: LimitSettings) -> ASGIApp:
         return create_app(exchange, admin_token=token, client_api=False, companion=service)

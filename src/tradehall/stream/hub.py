@@ -68,6 +68,8 @@ class Hub(Fanout):
         self._trades: dict[str, list[PublicTrade]] = {}
         """Committed trades of watched symbols not pushed yet, oldest first."""
         self._marks: set[str] = set()
+        self._stale: set[str] = set()
+        """Channels whose current state is pushed next, changed or not (``resend``)."""
         self._pushed: dict[str, int] = {}
         """Depth channel -> the book version it last pushed."""
         self._wake = asyncio.Event()
@@ -127,6 +129,12 @@ class Hub(Fanout):
 
     # ------------------------------------------------------------- subscriptions
 
+    def resend(self, name: str) -> None:
+        """Push ``name``'s current state soon, for followers that may have missed changes (a
+        gateway restating what it follows after the engine restarted)."""
+        self._stale.add(name)
+        self._wake.set()
+
     def opened(self, name: str) -> None:
         channel = self._known[name]
         if channel.kind in (TRADES, KLINE, TICKER):
@@ -181,6 +189,7 @@ class Hub(Fanout):
         committed."""
         trades, self._trades = self._trades, {}
         marks, self._marks = self._marks, set()
+        stale, self._stale = self._stale, set()
         now = self.clock()
         versions = self.exchange.book_versions
         ticks: list[tuple[str, Any]] = []
@@ -188,7 +197,13 @@ class Hub(Fanout):
             channel = self._known[name]
             symbol = channel.market.symbol
             kind = channel.kind
-            if kind == DEPTH:
+            if name in stale and kind != TRADES:  # trades have no state to show
+                tick = self.current_tick(channel, now)
+                if tick is not None:
+                    ticks.append((name, tick))
+                if kind == DEPTH:
+                    self._pushed[name] = versions.get(symbol, 0)
+            elif kind == DEPTH:
                 version = versions.get(symbol, 0)
                 if self._pushed.get(name) != version:
                     self._pushed[name] = version

@@ -56,7 +56,12 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
         except ApiError as exc:
             conn.error(exc.code, _auth_message(exc.msg), event_rep="error", channel=CHANNEL)
             return
-        if not await hub.confirm(kind, key):
+        try:
+            confirmed = await hub.confirm(kind, key)
+        except (ApiError, BadMessage) as exc:  # the engine process is not reachable
+            conn.error(exc.code, exc.msg, event_rep="error", channel=CHANNEL)
+            return
+        if not confirmed:
             conn.error(Code.BAD_KEY, "invalid API key", event_rep="error", channel=CHANNEL)
             return
         hub.add_private(conn.subscriber, kind, key.user_id, key.row.api_key)

@@ -69,13 +69,15 @@ def _answer(body: bytes, media: str, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type=media, headers=headers)
 
 
-def routes() -> list[Route]:
+def routes(*, operator: bool = True) -> list[Route]:
+    """The trader's page and its files; and the operator's page unless ``operator`` is False
+    (a gateway, which has no admin API)."""
     files = _load_files()
 
     async def trader(request: Request) -> Response:
         return _answer(*files["index.html"])
 
-    async def operator(request: Request) -> Response:
+    async def operator_page(request: Request) -> Response:
         state: AppState = request.app.state.tradehall
         host = request.client.host if request.client else None
         if not state.admin_remote and not is_loopback(host):
@@ -91,6 +93,10 @@ def routes() -> list[Route]:
 
     return [
         Route("/", trader, methods=["GET"], include_in_schema=False),
-        Route("/admin", operator, methods=["GET"], include_in_schema=False),
+        *(
+            [Route("/admin", operator_page, methods=["GET"], include_in_schema=False)]
+            if operator
+            else []
+        ),
         Route(STATIC_PREFIX + "{name:path}", static, methods=["GET"], include_in_schema=False),
     ]

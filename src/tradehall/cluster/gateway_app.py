@@ -1,0 +1,31 @@
+"""A gateway worker's app: the REST API, the WebSocket streams and the trader's page, all
+served by the engine process behind (the operator's page and the admin API stay with the
+engine)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+
+from tradehall.api.app import App, assemble, client_routes
+from tradehall.cluster.gateway import Gateway
+from tradehall.cluster.gateway_streams import GatewayStreams
+from tradehall.stream.routes import routes as stream_routes
+from tradehall.web import pages
+
+
+def create_gateway_app(gateway: Gateway) -> App:
+    streams = GatewayStreams(gateway, gateway.websocket)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with gateway.running(), streams.running():
+            yield
+
+    app = assemble(client_routes(), gateway, lifespan)
+    app.router.routes.extend(stream_routes(streams, gateway.replay, gateway.max_ahead_ms))
+    app.router.routes.extend(pages.routes(operator=False))
+    app.state.streams = streams
+    return app

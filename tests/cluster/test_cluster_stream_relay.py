@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.aio.msg import Msg
 
 from support import NATS_URL, make_exchange, nats_unreachable
 from tradehall.cluster.protocol import (
@@ -64,7 +65,7 @@ def test_interest_is_restated_expired_and_left(tmp_path: Path) -> None:
         peer = await nats.connect(NATS_URL)
         pushed: list[bytes] = []
 
-        async def on_push(msg: nats.aio.msg.Msg) -> None:
+        async def on_push(msg: Msg) -> None:
             pushed.append(msg.data)
 
         await peer.subscribe(f"{subject}.ws.md.{DEPTH}", cb=on_push)

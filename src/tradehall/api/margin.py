@@ -18,10 +18,10 @@ from tradehall.api.reading import Reading, reading
 from tradehall.api.requests import (
     CancelRequest,
     MarginAccountQuery,
+    MarginOpenOrdersQuery,
     MarginRepayRequest,
     MarginTransferRequest,
     MyTradesQuery,
-    OpenOrdersQuery,
     OrderQuery,
     OrderRequest,
     RequestSchema,
@@ -127,13 +127,16 @@ def account_view(call: Call, pair: PairSpec, account: MarginAccount) -> dict[str
     return ops.margin_view(call.exchange, account.user, pair.symbol)
 
 
+open_orders = spot.open_orders_of(MarginOpenOrdersQuery)
+
+
 def routes() -> list[Route]:
     on = on_margin_account
     seed: list[tuple[str, str, Handler, bool]] = [
         ("POST", "/order", on(spot.create_order, OrderRequest, _no_account), True),
         ("GET", "/order", on(spot.get_order, OrderQuery, _no_such_order), False),
         ("POST", "/cancel", on(spot.cancel_order, CancelRequest, _no_such_order), True),
-        ("GET", "/openOrders", on(spot.open_orders, OpenOrdersQuery, _nothing), False),
+        ("GET", "/openOrders", on(open_orders, MarginOpenOrdersQuery, _nothing), False),
         ("GET", "/myTrades", on(spot.my_trades, MyTradesQuery, _nothing), False),
     ]
     extensions: list[tuple[str, str, Handler, bool]] = [

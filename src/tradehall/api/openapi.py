@@ -57,6 +57,7 @@ from tradehall.api.requests import (
     HistoryQuery,
     KlinesQuery,
     MarginAccountQuery,
+    MarginOpenOrdersQuery,
     MarginRepayRequest,
     MarginTransferRequest,
     MyTradesQuery,
@@ -217,7 +218,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Open margin orders (newest first)",
         "READ",
         list[wire.OpenOrder],
-        query=OpenOrdersQuery,
+        query=MarginOpenOrdersQuery,
     ),
     ("GET", f"{_M}/myTrades"): _margin(
         "marginMyTrades",

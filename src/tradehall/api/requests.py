@@ -241,7 +241,17 @@ class OrderQuery(RequestSchema, frozen=True):
 
 
 class OpenOrdersQuery(RequestSchema, frozen=True):
-    symbol: Annotated[SymbolParam, ANY_PAIR]
+    """Without ``symbol`` (an extension): the open orders of every pair."""
+
+    symbol: AnyPair = UNSET
+    limit: Annotated[Limit1000, limit(100, 1000)] = 100
+    recv_window: RecvWindowParam = 5000
+
+
+class MarginOpenOrdersQuery(RequestSchema, frozen=True):
+    """A margin account is a pair's: ``symbol`` is required."""
+
+    symbol: Pair
     limit: Annotated[Limit1000, limit(100, 1000)] = 100
     recv_window: RecvWindowParam = 5000
 
@@ -596,7 +606,9 @@ class FuturesHistoryRequest(RequestSchema, frozen=True):
 
 
 class FuturesMyTradesQuery(RequestSchema, frozen=True):
-    contract_name: Annotated[ContractNameParam, ANY_PAIR]
+    """Without ``contractName``: the trades of every contract."""
+
+    contract_name: AnyContract = UNSET
     limit: Annotated[Limit1000, limit(100, 1000)] = 100
     from_id: Annotated[FromIdParam | UnsetType, FROM_ID] = UNSET
     recv_window: RecvWindowParam = 5000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -26,6 +26,7 @@ from tradehall.api.requests import (
     OpenOrdersQuery,
     OrderQuery,
     OrderRequest,
+    RequestSchema,
     SymbolQuery,
     TickerV2Query,
     TradesQuery,
@@ -306,16 +307,26 @@ async def batch_cancel(call: Call) -> Any:
     return wire.BatchCancelResult(reply.success, reply.failed)
 
 
-async def open_orders(call: Call) -> Any:
-    req = reading(call.params, OpenOrdersQuery)
-    symbol: str | None = req.value("symbol")
-    pairs = call.exchange.config.markets.pairs
-    if symbol is not None and symbol not in pairs:
-        raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
-    limit: int = req.value("limit")
-    orders = call.exchange.engine.open_orders(call.account, symbol)
-    newest = orders[::-1][:limit]
-    return await call.once_durable([wire.open_order(pairs[o.symbol], o.snapshot()) for o in newest])
+def open_orders_of(schema: type[RequestSchema]) -> Callable[[Call], Awaitable[Any]]:
+    """``openOrders`` reading its request as ``schema`` (margin's requires the symbol)."""
+
+    async def open_orders(call: Call) -> Any:
+        req = reading(call.params, schema)
+        symbol: str | None = req.value("symbol")
+        pairs = call.exchange.config.markets.pairs
+        if symbol is not None and symbol not in pairs:
+            raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
+        limit: int = req.value("limit")
+        orders = call.exchange.engine.open_orders(call.account, symbol)
+        newest = orders[::-1][:limit]
+        return await call.once_durable(
+            [wire.open_order(pairs[o.symbol], o.snapshot()) for o in newest]
+        )
+
+    return open_orders
+
+
+open_orders = open_orders_of(OpenOrdersQuery)
 
 
 async def my_trades(call: Call) -> Any:

@@ -35,7 +35,7 @@ from tradehall.api.http import Call
 from tradehall.api.openapi import OPERATIONS, PATH
 from tradehall.api.params import Params
 from tradehall.api.reading import Reading
-from tradehall.api.requests import OrderRequest, RequestSchema, SignedQuery
+from tradehall.api.requests import OrderRequest, SignedQuery
 from tradehall.client import AdminClient
 from tradehall.exchange import Exchange
 
@@ -147,7 +147,7 @@ def documented_types(operation: Operation) -> set[type[msgspec.Struct]]:
     nested in them (a batch's items), and SignedQuery for a signed one (``recvWindow``, read
     before the handler runs)."""
     op = OPERATIONS[operation]
-    roots: list[type[RequestSchema]] = [op.query] + ([op.body] if op.body is not None else [])
+    roots: list[type[msgspec.Struct]] = [op.query] + ([op.body] if op.body is not None else [])
     out: set[type[msgspec.Struct]] = set()
     while roots:
         schema = roots.pop()

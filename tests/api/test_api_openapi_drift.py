@@ -147,7 +147,9 @@ def documented_types(operation: Operation) -> set[type[msgspec.Struct]]:
     nested in them (a batch's items), and SignedQuery for a signed one (``recvWindow``, read
     before the handler runs)."""
     op = OPERATIONS[operation]
-    roots: list[type[msgspec.Struct]] = [op.query] + ([op.body] if op.body is not None else [])
+    roots: list[type[msgspec.Struct]] = [op.query]
+    if op.body is not None:
+        roots.append(op.body)
     out: set[type[msgspec.Struct]] = set()
     while roots:
         schema = roots.pop()

@@ -1,10 +1,10 @@
 """The OpenAPI 3.1 document of the whole API, served at ``GET /openapi.json``.
 
 Generated from the routes the app serves and from types: the responses are the wire Structs of
-``tradehall.api.wire`` (the very types the handlers return), the requests are the Structs below.
-The request types only document (and drive test generation); requests are still read by
-``tradehall.api.params``. Every route must have an entry in ``OPERATIONS``: building the
-document fails for a route without one.
+``tradehall.api.wire`` (the very types the handlers return), the requests the Structs of
+``tradehall.api.requests``, the very types the handlers read their requests through (each field
+carries the ``tradehall.api.reading`` rule it is read by). Every route must have an entry in
+``OPERATIONS``: building the document fails for a route without one.
 """
 
 from __future__ import annotations

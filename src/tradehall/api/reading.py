@@ -243,7 +243,12 @@ class Reading:
 
     def value(self, name: str, /, **given: Any) -> Any:
         """The parameter ``name`` read by its field's rule (an ApiError when it is bad)."""
-        return self._rule(name).read(self.params, name, **given)
+        rule = self.rules.get(name)  # _rule() inlined: this runs for every parameter
+        if rule is None:
+            rule = self._rule(name)  # raises
+        if given:
+            return rule.read(self.params, name, **given)
+        return rule.read(self.params, name)
 
     def present(self, name: str) -> bool:
         self._rule(name)
@@ -258,8 +263,8 @@ class Reading:
         return self.params.malformed(name, what)
 
 
-def reading(params: Params, schema: type[msgspec.Struct]) -> Reading:
-    return Reading(params, schema)
+reading = Reading
+"""``reading(params, SomeRequest)``: the request's parameters read through its type."""
 
 
 __all__ = [

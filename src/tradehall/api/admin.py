@@ -17,7 +17,21 @@ from tradehall import sandbox
 from tradehall.api import wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, endpoint
-from tradehall.api.params import Params
+from tradehall.api.reading import Reading, reading
+from tradehall.api.requests import (
+    AdminFundingRequest,
+    AdminFuturesTransferRequest,
+    AdminIndexPriceRequest,
+    AdminMarginQuery,
+    AdminMarginTransferRequest,
+    AdminUserRequest,
+    BalancesQuery,
+    CreateKeyRequest,
+    CreateUserRequest,
+    FundRequest,
+    RevokeKeyRequest,
+    TransferRequest,
+)
 from tradehall.codes import Code
 from tradehall.sim.runner import Simulation
 
@@ -166,37 +180,9 @@ def admin(
     return endpoint(guarded, limited=False, when_failed=when_failed)
 
 
-def _user_id(params: Params) -> int:
-    user_id = params.integer("userId", minimum=0)
-    if user_id is None:
-        raise params.missing("userId")
-    return user_id
-
-
-def _bool(params: Params, name: str) -> bool:
-    value = params.raw(name)
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
-    raise params.malformed(name, "must be true or false")
-
-
-def _given_text(call: Call, name: str) -> str | None:
-    """A text field as sent: an empty string stays empty (operations refuse it) rather than
-    counting as absent, so the admin API answers as the offline CLI does."""
-    value = call.params.data.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise call.params.malformed(name, "must be a string")
-    return value
-
-
 async def create_user(call: Call) -> Any:
-    result = ops.create_user(call.exchange, _given_text(call, "name"), call.now)
+    name: str | None = reading(call.params, CreateUserRequest).value("name")
+    result = ops.create_user(call.exchange, name, call.now)
     await call.durable()
     return result
 
@@ -206,41 +192,34 @@ async def list_users(call: Call) -> Any:
 
 
 async def create_key(call: Call) -> Any:
-    ips = call.params.raw("ips") or []
-    if not isinstance(ips, list) or not all(isinstance(ip, str) for ip in ips):
-        raise call.params.malformed("ips", "must be an array of IP addresses or CIDR blocks")
-    result = ops.create_key(
-        call.exchange, _user_id(call.params), _bool(call.params, "readOnly"), ips, call.now
-    )
+    req = reading(call.params, CreateKeyRequest)
+    ips: list[str] = req.value("ips")
+    user_id: int = req.value("userId")
+    read_only: bool = req.value("readOnly")
+    result = ops.create_key(call.exchange, user_id, read_only, ips, call.now)
     await call.durable()
     return result
 
 
 async def revoke_key(call: Call) -> Any:
-    api_key = _given_text(call, "apiKey")
-    if api_key is None:
-        raise call.params.missing("apiKey")
+    api_key: str = reading(call.params, RevokeKeyRequest).value("apiKey")
     result = ops.revoke_key(call.exchange, api_key, call.now)
     await call.durable()
     return result
 
 
-def _tx_id(params: Params) -> str | None:
-    """``txId`` as sent. An empty one is passed on (and refused), not taken as absent as other
-    empty parameters are: a generated id would make a repeated call move the funds again."""
-    if params.data.get("txId") == "":
-        return ""
-    return params.text("txId")
+def _texts(req: Reading, *names: str) -> list[str]:
+    """Required text parameters, read in order (each rule refuses an absent one)."""
+    return [str(req.value(name)) for name in names]
 
 
 def _transfer(kind: str) -> Callable[[Call], Awaitable[Any]]:
     async def run(call: Call) -> Any:
-        params = call.params
-        asset = params.text("asset", required=True)
-        amount = params.text("amount", required=True)
-        assert asset is not None and amount is not None
+        req = reading(call.params, TransferRequest)
+        asset, amount = _texts(req, "asset", "amount")
+        user_id: int = req.value("userId")
         result = ops.transfer(
-            call.exchange, kind, _user_id(params), asset, amount, _tx_id(params), call.now
+            call.exchange, kind, user_id, asset, amount, req.value("txId"), call.now
         )
         await call.durable()
         return result
@@ -250,12 +229,9 @@ def _transfer(kind: str) -> Callable[[Call], Awaitable[Any]]:
 
 def _fund(kind: str) -> Callable[[Call], Awaitable[Any]]:
     async def run(call: Call) -> Any:
-        params = call.params
-        account = params.text("account", required=True)
-        asset = params.text("asset", required=True)
-        amount = params.text("amount", required=True)
-        assert account is not None and asset is not None and amount is not None
-        result = ops.fund(call.exchange, kind, account, asset, amount, _tx_id(params), call.now)
+        req = reading(call.params, FundRequest)
+        account, asset, amount = _texts(req, "account", "asset", "amount")
+        result = ops.fund(call.exchange, kind, account, asset, amount, req.value("txId"), call.now)
         await call.durable()
         return result
 
@@ -263,45 +239,37 @@ def _fund(kind: str) -> Callable[[Call], Awaitable[Any]]:
 
 
 async def margin_transfer(call: Call) -> Any:
-    params = call.params
-    fields = [
-        params.text(name, required=True) for name in ("symbol", "asset", "amount", "from", "to")
-    ]
-    symbol, asset, amount, source, target = (str(f) for f in fields)
+    req = reading(call.params, AdminMarginTransferRequest)
+    symbol, asset, amount, source, target = _texts(req, "symbol", "asset", "amount", "from", "to")
+    user_id: int = req.value("userId")
     result = ops.margin_transfer(
-        call.exchange, _user_id(params), symbol, asset, amount, source, target, call.now
+        call.exchange, user_id, symbol, asset, amount, source, target, call.now
     )
     await call.durable()
     return result
 
 
 async def futures_transfer(call: Call) -> Any:
-    params = call.params
-    fields = [params.text(name, required=True) for name in ("asset", "amount", "from", "to")]
-    asset, amount, source, target = (str(f) for f in fields)
-    result = ops.futures_transfer(
-        call.exchange, _user_id(params), asset, amount, source, target, call.now
-    )
+    req = reading(call.params, AdminFuturesTransferRequest)
+    asset, amount, source, target = _texts(req, "asset", "amount", "from", "to")
+    user_id: int = req.value("userId")
+    result = ops.futures_transfer(call.exchange, user_id, asset, amount, source, target, call.now)
     await call.durable()
     return result
 
 
 async def index_price(call: Call) -> Any:
-    params = call.params
-    contract = params.text("contract", required=True)
-    price = params.text("price", required=True)
-    assert contract is not None and price is not None
+    contract, price = _texts(reading(call.params, AdminIndexPriceRequest), "contract", "price")
     result = ops.set_index_price(call.exchange, contract, price, call.now)
     await call.durable()
     return result
 
 
 async def margin_account(call: Call) -> Any:
-    symbol = call.params.text("symbol", required=True)
-    assert symbol is not None
-    return await call.once_durable(
-        ops.margin_view(call.exchange, _user_id(call.params), symbol.upper())
-    )
+    req = reading(call.params, AdminMarginQuery)
+    (symbol,) = _texts(req, "symbol")
+    user_id: int = req.value("userId")
+    return await call.once_durable(ops.margin_view(call.exchange, user_id, symbol.upper()))
 
 
 async def system(call: Call) -> Any:
@@ -309,7 +277,8 @@ async def system(call: Call) -> Any:
 
 
 async def balances(call: Call) -> Any:
-    return await call.once_durable(ops.balances(call.exchange, _user_id(call.params)))
+    user_id: int = reading(call.params, BalancesQuery).value("userId")
+    return await call.once_durable(ops.balances(call.exchange, user_id))
 
 
 async def markets(call: Call) -> Any:
@@ -356,13 +325,15 @@ async def sim_stop(call: Call) -> Any:
 
 
 async def funding_now(call: Call) -> Any:
-    result = sandbox.funding_now(call.exchange, call.params.text("contract"), call.now)
+    contract: str | None = reading(call.params, AdminFundingRequest).value("contract")
+    result = sandbox.funding_now(call.exchange, contract, call.now)
     await call.durable()
     return result
 
 
 async def reset_account(call: Call) -> Any:
-    result = sandbox.reset_account(call.exchange, _user_id(call.params), call.now)
+    user_id: int = reading(call.params, AdminUserRequest).value("userId")
+    result = sandbox.reset_account(call.exchange, user_id, call.now)
     await call.durable()
     return result
 

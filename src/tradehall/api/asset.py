@@ -12,6 +12,8 @@ from tradehall import operations as ops
 from tradehall.api import spot, wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, endpoint
+from tradehall.api.reading import Reading, reading
+from tradehall.api.requests import AssetTransferRequest, TransferQueryRequest
 from tradehall.codes import Code
 from tradehall.engine.futures_model import AccountTransfer
 from tradehall.units import format_units
@@ -19,15 +21,17 @@ from tradehall.units import format_units
 PREFIX = spot.PREFIX + "/asset"
 SPOT_ACCOUNT: wire.AccountName = "EXCHANGE"
 FUTURES_ACCOUNT: wire.AccountName = "FUTURE"
-ACCOUNTS = (SPOT_ACCOUNT, FUTURES_ACCOUNT)
 
 
-def _direction(call: Call, *, required: bool) -> bool | None:
+def _direction(req: Reading, *, required: bool) -> bool | None:
     """True for EXCHANGE -> FUTURE, False for FUTURE -> EXCHANGE, None when neither account
     is named (and not ``required``)."""
-    params = call.params
-    source = params.choice("fromAccount", ACCOUNTS, Code.BAD_PARAM, required=required)
-    target = params.choice("toAccount", ACCOUNTS, Code.BAD_PARAM, required=required)
+    source: str | None = req.value("fromAccount")
+    if source is None and required:
+        raise req.missing("fromAccount")
+    target: str | None = req.value("toAccount")
+    if target is None and required:
+        raise req.missing("toAccount")
     if source is None and target is None:
         return None
     if source == target or source is None or target is None:
@@ -39,10 +43,11 @@ def _direction(call: Call, *, required: bool) -> bool | None:
 
 
 async def transfer(call: Call) -> Any:
-    coin = call.params.text("coinSymbol", required=True)
-    amount = call.params.text("amount", required=True)
+    req = reading(call.params, AssetTransferRequest)
+    coin: str | None = req.value("coinSymbol")
+    amount: str | None = req.value("amount")
     assert coin is not None and amount is not None
-    into_futures = _direction(call, required=True)
+    into_futures = _direction(req, required=True)
     assert into_futures is not None
     record = ops.move_funds(call.exchange, call.user, coin, amount, into_futures, call.now)
     await call.durable()
@@ -50,15 +55,14 @@ async def transfer(call: Call) -> Any:
 
 
 async def transfer_query(call: Call) -> Any:
-    params = call.params
-    page = params.integer("page", default=1, minimum=1, maximum=1_000_000)
-    limit = params.limit(20, 100)
-    assert page is not None
-    transfer_id = params.order_id("transferId")
-    coin = params.text("coinSymbol")
+    req = reading(call.params, TransferQueryRequest)
+    page: int = req.value("page")
+    limit: int = req.value("limit")
+    transfer_id: int | None = req.value("transferId")
+    coin: str | None = req.value("coinSymbol")
     asset = coin.upper() if coin is not None and coin.isascii() else coin
-    into_futures = _direction(call, required=transfer_id is None)
-    start, end = spot.time_window(call)
+    into_futures = _direction(req, required=transfer_id is None)
+    start, end = spot.time_window(req, call.now)
     await call.durable()
     store = call.exchange.store
     if transfer_id is not None:

@@ -19,8 +19,28 @@ from tradehall.api import futures_view as view
 from tradehall.api import wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, Handler, endpoint
-from tradehall.api.params import Params
-from tradehall.api.spot import cached_depth, interval_of, ping, server_time
+from tradehall.api.reading import Reading, reading
+from tradehall.api.requests import (
+    ContractQuery,
+    EditLeverRequest,
+    EditMarginModelRequest,
+    EditPositionMarginRequest,
+    EditPositionModelRequest,
+    FuturesCancelAllRequest,
+    FuturesCancelRequest,
+    FuturesConditionOrderRequest,
+    FuturesDepthQuery,
+    FuturesHistoryRequest,
+    FuturesIndexQuery,
+    FuturesKlinesQuery,
+    FuturesMyTradesQuery,
+    FuturesOpenOrdersQuery,
+    FuturesOrderQuery,
+    FuturesOrderRequest,
+    FuturesTransferRequest,
+    TriggerListRequest,
+)
+from tradehall.api.spot import cached_depth, ping, server_time
 from tradehall.codes import Code, Reject
 from tradehall.engine.commands import (
     AdjustPositionMargin,
@@ -33,10 +53,7 @@ from tradehall.engine.commands import (
 from tradehall.engine.contracts import MONEY_DECIMALS, ContractSpec
 from tradehall.engine.events import Trade
 from tradehall.engine.futures_model import (
-    CLOSE,
-    CROSS,
     FIRED,
-    ISOLATED,
     KIND_ORDER,
     KIND_POSITION,
     KIND_TRIGGER,
@@ -48,20 +65,22 @@ from tradehall.engine.futures_model import (
     Trigger,
     futures_account,
 )
-from tradehall.engine.orders import BUY, FOK, GTC, IOC, LIMIT, MARKET, POST_ONLY, SELL
+from tradehall.engine.orders import GTC, LIMIT
+from tradehall.marketdata import Interval
 
 PREFIX = "/futures/open/fapi/v1"
 ROOT = "/fapi/v1"
 """The seed's ``{futures_market_url}``: ticker and index (and the ticker_all extension) are
 served here too."""
 EXTENSION = PREFIX + "/tradehall"
-MAX_CLIENT_ID = 32
-TIME_IN_FORCE = (GTC, IOC, FOK, POST_ONLY)
 
 
-def contract_of(call: Call, *, required: bool = True) -> ContractSpec | None:
-    name = call.params.symbol("contractName", required=required)
+def contract_of(call: Call, req: Reading, *, required: bool = True) -> ContractSpec | None:
+    """The contract named by ``contractName`` (None when absent and not ``required``)."""
+    name: str | None = req.value("contractName")
     if name is None:
+        if required:
+            raise req.missing("contractName")
         return None
     contract = call.exchange.config.markets.contracts.get(name)
     if contract is None:
@@ -69,8 +88,8 @@ def contract_of(call: Call, *, required: bool = True) -> ContractSpec | None:
     return contract
 
 
-def need_contract(call: Call) -> ContractSpec:
-    contract = contract_of(call)
+def need_contract(call: Call, req: Reading) -> ContractSpec:
+    contract = contract_of(call, req)
     assert contract is not None
     return contract
 
@@ -83,13 +102,15 @@ async def contracts(call: Call) -> Any:
 
 
 async def depth(call: Call) -> Any:
-    contract = need_contract(call)
+    req = reading(call.params, FuturesDepthQuery)
+    contract = need_contract(call, req)
     book = call.exchange.engine.futures.books[contract.symbol]
-    return cached_depth(call, contract.symbol, book, partial(view.depth, contract))
+    limit: int = req.value("limit")
+    return cached_depth(call, contract.symbol, limit, book, partial(view.depth, contract))
 
 
 async def ticker(call: Call) -> Any:
-    contract = need_contract(call)
+    contract = need_contract(call, reading(call.params, ContractQuery))
     stats = call.exchange.marketdata.ticker(contract.symbol, call.now)
     return view.ticker(contract, stats, call.now)
 
@@ -103,15 +124,17 @@ async def ticker_all(call: Call) -> Any:
 
 
 async def index(call: Call) -> Any:
-    contract = need_contract(call)
-    call.params.limit(100, 1000)  # accepted (the seed lists it); one record either way
+    req = reading(call.params, FuturesIndexQuery)
+    contract = need_contract(call, req)
+    req.value("limit")  # accepted (the seed lists it); one record either way
     return view.index(call.exchange.engine.futures, contract, call.now)
 
 
 async def klines(call: Call) -> Any:
-    contract = need_contract(call)
-    interval = interval_of(call, "1min, 5min, 15min, 30min, 1h (or 60min), 1day, 1week or 1month")
-    limit = call.params.limit(100, 300)
+    req = reading(call.params, FuturesKlinesQuery)
+    contract = need_contract(call, req)
+    interval: Interval = req.value("interval")
+    limit: int = req.value("limit")
     bars = call.exchange.marketdata.klines(contract.symbol, interval, limit, call.now)
     return [view.kline(contract, bar) for bar in bars]
 
@@ -119,33 +142,32 @@ async def klines(call: Call) -> Any:
 # ------------------------------------------------------------------------- orders
 
 
-def place_command(call: Call, contract: ContractSpec, *, conditional: bool) -> FuturesPlace:
-    params = call.params
-    side = params.choice("side", (BUY, SELL), Code.BAD_SIDE)
-    order_type = params.choice("type", (LIMIT, MARKET), Code.BAD_ORDER_TYPE)
-    action = params.choice("open", (OPEN, CLOSE), Code.BAD_PARAM)
+def place_command(
+    call: Call, contract: ContractSpec, req: Reading, *, conditional: bool
+) -> FuturesPlace:
+    """The order of a ``FuturesOrderRequest``, or with ``conditional`` of a
+    ``FuturesConditionOrderRequest``."""
+    side: str | None = req.value("side")
+    order_type: str | None = req.value("type")
+    action: str | None = req.value("open")
     assert side is not None and order_type is not None and action is not None
-    position_type = params.integer("positionType", minimum=CROSS, maximum=ISOLATED) or 0
-    client_id = params.client_id("clientOrderId", MAX_CLIENT_ID)
-    tif = GTC
+    position_type: int = req.value("positionType") or 0
+    client_id: str = req.value("clientOrderId")
+    tif: str = GTC
     trigger_type = trigger_price = 0
     if conditional:
-        trigger_type = params.integer("triggerType", minimum=1, maximum=4) or 0
-        if not trigger_type:
-            raise params.missing("triggerType")
-        trigger_price = params.units("triggerPrice", contract.price_precision) or 0
+        trigger_type = req.value("triggerType")
+        trigger_price = req.value("triggerPrice", decimals=contract.price_precision) or 0
     else:
-        tif = (
-            params.choice("timeInForce", TIME_IN_FORCE, Code.BAD_ORDER_TYPE, required=False) or GTC
-        )
+        tif = req.value("timeInForce") or GTC
     price = volume = money = 0
     if order_type == LIMIT:
-        price = params.units("price", contract.price_precision) or 0
-        volume = params.units("volume", 0) or 0
+        price = req.value("price", decimals=contract.price_precision) or 0
+        volume = req.value("volume", decimals=0) or 0
     elif action == OPEN:
-        money = params.units("volume", MONEY_DECIMALS) or 0
+        money = req.value("volume", decimals=MONEY_DECIMALS) or 0
     else:
-        volume = params.units("volume", 0) or 0
+        volume = req.value("volume", decimals=0) or 0
     return FuturesPlace(
         call.now,
         call.user,
@@ -165,24 +187,26 @@ def place_command(call: Call, contract: ContractSpec, *, conditional: bool) -> F
 
 
 async def create_order(call: Call) -> Any:
-    contract = need_contract(call)
+    req = reading(call.params, FuturesOrderRequest)
+    contract = need_contract(call, req)
     placed: FuturesOrderState = call.exchange.apply(
-        place_command(call, contract, conditional=False)
+        place_command(call, contract, req, conditional=False)
     )
     await call.durable()
     return wire.FuturesOrderId(str(placed.id), str(placed.id))
 
 
 async def condition_order(call: Call) -> Any:
-    contract = need_contract(call)
-    placed: Trigger = call.exchange.apply(place_command(call, contract, conditional=True))
+    req = reading(call.params, FuturesConditionOrderRequest)
+    contract = need_contract(call, req)
+    placed: Trigger = call.exchange.apply(place_command(call, contract, req, conditional=True))
     await call.durable()
     return wire.FuturesOrderId(str(placed.id), str(placed.id))
 
 
-def order_ref(params: Params) -> tuple[int | None, str | None]:
-    order_id = params.order_id("orderId")
-    client_id = params.client_id("clientOrderId", MAX_CLIENT_ID) or None
+def order_ref(req: Reading) -> tuple[int | None, str | None]:
+    order_id: int | None = req.value("orderId")
+    client_id: str | None = req.value("clientOrderId") or None
     if order_id is None and client_id is None:
         raise ApiError(
             Code.BAD_PARAM, "mandatory parameter 'orderId' (or 'clientOrderId') was not sent"
@@ -239,8 +263,9 @@ async def submitted_order(call: Call, trigger: Trigger) -> FuturesOrderState | N
 
 
 async def get_order(call: Call) -> Any:
-    contract = need_contract(call)
-    order_id, client_id = order_ref(call.params)
+    req = reading(call.params, FuturesOrderQuery)
+    contract = need_contract(call, req)
+    order_id, client_id = order_ref(req)
     found = await find_order(call, contract, order_id, client_id)
     if isinstance(found, Trigger):
         return view.trigger(contract, found, await submitted_order(call, found))
@@ -248,8 +273,9 @@ async def get_order(call: Call) -> Any:
 
 
 async def cancel_order(call: Call) -> Any:
-    contract = need_contract(call)
-    order_id, client_id = order_ref(call.params)
+    req = reading(call.params, FuturesCancelRequest)
+    contract = need_contract(call, req)
+    order_id, client_id = order_ref(req)
     command = FuturesCancel(call.now, call.user, contract.symbol, order_id, client_id)
     try:
         cancelled: FuturesOrderState | Trigger = call.exchange.apply(command)
@@ -272,8 +298,9 @@ async def cancel_order(call: Call) -> Any:
 
 async def cancel_trigger_order(call: Call) -> Any:
     """``POST /cancel_trigger_order``: ``/cancel`` for conditional orders only."""
-    contract = need_contract(call)
-    order_id, client_id = order_ref(call.params)
+    req = reading(call.params, FuturesCancelRequest)
+    contract = need_contract(call, req)
+    order_id, client_id = order_ref(req)
     fx = call.exchange.engine.futures
     found: object = fx.find_open(call.user, contract.symbol, order_id, client_id)
     if found is None:
@@ -290,10 +317,10 @@ async def cancel_trigger_order(call: Call) -> Any:
 async def trigger_order_list(call: Call) -> Any:
     """``POST /trigger_order_list``: the caller's waiting conditional orders, newest first,
     a page at a time, in the family's envelope."""
-    contract = contract_of(call, required=False)
-    page = call.params.integer("page", default=1, minimum=1, maximum=1_000_000)
-    limit = call.params.limit(20, 1000)
-    assert page is not None
+    req = reading(call.params, TriggerListRequest)
+    contract = contract_of(call, req, required=False)
+    page: int = req.value("page")
+    limit: int = req.value("limit")
     fx = call.exchange.engine.futures
     waiting = sorted(
         fx.waiting_triggers(call.user, contract.symbol if contract else None),
@@ -308,7 +335,7 @@ async def trigger_order_list(call: Call) -> Any:
 
 
 async def cancel_all(call: Call) -> Any:
-    contract = contract_of(call, required=False)
+    contract = contract_of(call, reading(call.params, FuturesCancelAllRequest), required=False)
     command = FuturesCancelAll(call.now, call.user, contract.symbol if contract else "")
     cancelled: list[int] = call.exchange.apply(command)
     await call.durable()
@@ -316,7 +343,7 @@ async def cancel_all(call: Call) -> Any:
 
 
 async def open_orders(call: Call) -> Any:
-    contract = contract_of(call, required=False)
+    contract = contract_of(call, reading(call.params, FuturesOpenOrdersQuery), required=False)
     symbol = contract.symbol if contract else None
     fx = call.exchange.engine.futures
     records = [
@@ -331,15 +358,15 @@ async def open_orders(call: Call) -> Any:
     return await call.once_durable([record for _, record in records])
 
 
-def _history_args(call: Call) -> tuple[str | None, int | None, int]:
-    contract = contract_of(call, required=False)
-    limit = call.params.limit(100, 1000)
-    from_id = call.params.integer("fromId", minimum=0)
+def _history_args(call: Call, req: Reading) -> tuple[str | None, int | None, int]:
+    contract = contract_of(call, req, required=False)
+    limit: int = req.value("limit")
+    from_id: int | None = req.value("fromId")
     return (contract.symbol if contract else None), from_id, limit
 
 
 async def order_historical(call: Call) -> Any:
-    symbol, from_id, limit = _history_args(call)
+    symbol, from_id, limit = _history_args(call, reading(call.params, FuturesHistoryRequest))
     await call.durable()
     docs = await call.state.read(
         call.exchange.store.futures_history, KIND_ORDER, call.user, symbol, from_id, limit, None
@@ -353,7 +380,7 @@ async def order_historical(call: Call) -> Any:
 
 
 async def profit_historical(call: Call) -> Any:
-    symbol, from_id, limit = _history_args(call)
+    symbol, from_id, limit = _history_args(call, reading(call.params, FuturesHistoryRequest))
     await call.durable()
     docs = await call.state.read(
         call.exchange.store.futures_history,
@@ -373,7 +400,8 @@ async def profit_historical(call: Call) -> Any:
 
 
 async def my_trades(call: Call) -> Any:
-    symbol, from_id, limit = _history_args(call)  # no contractName: every contract's trades
+    # No contractName: every contract's trades.
+    symbol, from_id, limit = _history_args(call, reading(call.params, FuturesMyTradesQuery))
     await call.durable()
     contracts = call.exchange.config.markets.contracts
     account = futures_account(call.user)
@@ -408,19 +436,17 @@ def _setting(setting: Setting) -> wire.FuturesSetting:
 
 
 async def edit_lever(call: Call) -> Any:
-    contract = need_contract(call)
-    level = call.params.integer("nowLevel", minimum=1, maximum=contract.max_leverage)
-    if level is None:
-        raise call.params.missing("nowLevel")
+    req = reading(call.params, EditLeverRequest)
+    contract = need_contract(call, req)
+    level: int = req.value("nowLevel", maximum=contract.max_leverage)
     setting: Setting = call.exchange.apply(SetLeverage(call.now, call.user, contract.symbol, level))
     return await call.once_durable(_setting(setting))
 
 
 async def edit_margin_model(call: Call) -> Any:
-    contract = need_contract(call)
-    model = call.params.integer("positionModel", minimum=CROSS, maximum=ISOLATED)
-    if model is None:
-        raise call.params.missing("positionModel")
+    req = reading(call.params, EditMarginModelRequest)
+    contract = need_contract(call, req)
+    model: int = req.value("positionModel")
     setting: Setting = call.exchange.apply(
         SetMarginMode(call.now, call.user, contract.symbol, model)
     )
@@ -434,10 +460,9 @@ TWO_WAY = 2
 async def edit_position_model(call: Call) -> Any:
     """``POST /edit_user_position_model``: positions are always two-way here, so choosing it
     is a success that changes nothing and net mode (1) is refused."""
-    need_contract(call)
-    model = call.params.integer("positionModel", minimum=1, maximum=TWO_WAY)
-    if model is None:
-        raise call.params.missing("positionModel")
+    req = reading(call.params, EditPositionModelRequest)
+    need_contract(call, req)
+    model: int = req.value("positionModel")
     if model != TWO_WAY:
         raise ApiError(
             Code.UNSUPPORTED,
@@ -449,7 +474,7 @@ async def edit_position_model(call: Call) -> Any:
 
 async def positions(call: Call) -> Any:
     """``GET /positions``: the caller's open positions (of ``contractName``, or all)."""
-    contract = contract_of(call, required=False)
+    contract = contract_of(call, reading(call.params, FuturesOpenOrdersQuery), required=False)
     fx = call.exchange.engine.futures
     held = [
         view.position_item(fx, p)
@@ -461,13 +486,14 @@ async def positions(call: Call) -> Any:
 
 async def edit_position_margin(call: Call) -> Any:
     fx = call.exchange.engine.futures
-    position_id = call.params.order_id("positionId", required=True)
+    req = reading(call.params, EditPositionMarginRequest)
+    position_id: int | None = req.value("positionId")
     assert position_id is not None
     pos = fx.position_by_id(call.user, position_id)
     if pos is None:
         raise ApiError(Code.BAD_PARAM, f"no open position {position_id}")
     decimals = fx.contracts[pos.contract].margin_decimals
-    amount = call.params.signed_units("amount", decimals)
+    amount: int = req.value("amount", decimals=decimals)
     adjusted: Position = call.exchange.apply(
         AdjustPositionMargin(call.now, call.user, position_id, amount)
     )
@@ -475,9 +501,9 @@ async def edit_position_margin(call: Call) -> Any:
 
 
 async def transfer(call: Call) -> Any:
-    params = call.params
+    req = reading(call.params, FuturesTransferRequest)
     asset, amount, source, target = (
-        str(params.text(name, required=True)) for name in ("asset", "amount", "from", "to")
+        str(req.value(name)) for name in ("asset", "amount", "from", "to")
     )
     result = ops.futures_transfer(call.exchange, call.user, asset, amount, source, target, call.now)
     await call.durable()

@@ -20,12 +20,14 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from tradehall.api import wire
-from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_AHEAD_MS, MAX_RECV_WINDOW, authenticate
+from tradehall.api.auth import MAX_AHEAD_MS, authenticate
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
+from tradehall.api.reading import reading
 from tradehall.api.replay import MemoryReplayGuard, ReplayGuard, check_replay
+from tradehall.api.requests import SignedQuery
 from tradehall.codes import Code, Reject
 from tradehall.exchange import ApiKey, Exchange
 from tradehall.store.base import StoreError
@@ -445,10 +447,8 @@ def endpoint(
             now = state.clock()
             key = None
             if signed:
-                window = params.integer(
-                    "recvWindow", default=DEFAULT_RECV_WINDOW, minimum=1, maximum=MAX_RECV_WINDOW
-                )
-                assert window is not None
+                # Every signed request type declares recvWindow as SignedQuery does.
+                window: int = reading(params, SignedQuery).value("recvWindow")
                 if method == "POST":
                     query = scope.get("query_string", b"")
                     raw_query = query.decode("latin-1") if query else ""

@@ -5,6 +5,7 @@ caller's isolated margin account of the pair), and tradehall's extensions under
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from starlette.routing import Route
@@ -13,6 +14,18 @@ from tradehall import operations as ops
 from tradehall.api import spot
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, Handler, endpoint
+from tradehall.api.reading import Reading, reading
+from tradehall.api.requests import (
+    CancelRequest,
+    MarginAccountQuery,
+    MarginOpenOrdersQuery,
+    MarginRepayRequest,
+    MarginTransferRequest,
+    MyTradesQuery,
+    OrderQuery,
+    OrderRequest,
+    RequestSchema,
+)
 from tradehall.codes import Code
 from tradehall.engine.commands import MarginRepay, MarginTransfer
 from tradehall.engine.margin import MarginAccount
@@ -23,44 +36,45 @@ PREFIX = spot.PREFIX + "/margin"
 EXTENSION = PREFIX + "/tradehall"
 
 
-def margin_pair(call: Call) -> PairSpec:
-    pair = spot.pair_of(call)
+def margin_pair(call: Call, req: Reading) -> PairSpec:
+    pair = spot.pair_of(call, req)
     if pair.symbol not in call.exchange.config.markets.margin:
         raise ApiError(Code.BAD_SYMBOL, f"margin trading is not offered on {pair.symbol}")
     return pair
 
 
-async def _no_account(call: Call) -> Any:
-    pair = margin_pair(call)
+def _no_account(pair: PairSpec) -> Any:
     raise ApiError(
         Code.INSUFFICIENT_BALANCE, f"no margin account on {pair.symbol}: transfer funds in first"
     )
 
 
-async def _no_such_order(call: Call) -> Any:
+def _no_such_order(pair: PairSpec) -> Any:
     raise ApiError(Code.NO_SUCH_ORDER, "order does not exist")
 
 
-async def _nothing(call: Call) -> Any:
+def _nothing(pair: PairSpec) -> Any:
     return []
 
 
-def on_margin_account(handler: Handler, without: Handler) -> Handler:
-    """Run a spot handler on the caller's margin account of the pair; ``without`` answers
-    when the caller has none yet."""
+def on_margin_account(
+    handler: Handler, schema: type[RequestSchema], without: Callable[[PairSpec], Any]
+) -> Handler:
+    """Run a spot handler (which reads its request as ``schema``) on the caller's margin
+    account of the pair; ``without`` answers when the caller has none yet."""
 
     async def run(call: Call) -> Any:
-        pair = margin_pair(call)
+        pair = margin_pair(call, reading(call.params, schema))
         account = call.exchange.engine.margin.account_of(call.user, pair.symbol)
         if account is None:
-            return await without(call)
+            return without(pair)
         return await handler(dataclasses.replace(call, account_id=account.id))
 
     return run
 
 
-def _amount(call: Call, pair: PairSpec) -> tuple[str, int]:
-    asset = call.params.text("asset", required=True)
+def _amount(req: Reading, pair: PairSpec) -> tuple[str, int]:
+    asset: str | None = req.value("asset")
     assert asset is not None
     if not asset.isascii():
         raise ApiError(Code.BAD_PARAM, f"{asset!r} is not an asset of {pair.symbol}")
@@ -68,23 +82,25 @@ def _amount(call: Call, pair: PairSpec) -> tuple[str, int]:
     if asset not in (pair.base, pair.quote):
         raise ApiError(Code.BAD_PARAM, f"{asset} is not an asset of {pair.symbol}")
     decimals = pair.base_decimals if asset == pair.base else pair.quote_decimals
-    amount = call.params.units("amount", decimals)
+    amount: int | None = req.value("amount", decimals=decimals)
     assert amount is not None
     return asset, amount
 
 
 async def transfer(call: Call) -> Any:
-    pair = margin_pair(call)
-    asset, amount = _amount(call, pair)
-    direction = call.params.choice("direction", ("IN", "OUT"), Code.BAD_PARAM)
+    req = reading(call.params, MarginTransferRequest)
+    pair = margin_pair(call, req)
+    asset, amount = _amount(req, pair)
+    direction = req.value("direction")
     command = MarginTransfer(call.now, call.user, pair.symbol, asset, amount, direction == "IN")
     account: MarginAccount = call.exchange.apply(command)
     return await call.once_durable(account_view(call, pair, account))
 
 
 async def repay(call: Call) -> Any:
-    pair = margin_pair(call)
-    asset, amount = _amount(call, pair)
+    req = reading(call.params, MarginRepayRequest)
+    pair = margin_pair(call, req)
+    asset, amount = _amount(req, pair)
     repaid: int = call.exchange.apply(MarginRepay(call.now, call.user, pair.symbol, asset, amount))
     account = call.exchange.engine.margin.account_of(call.user, pair.symbol)
     assert account is not None
@@ -99,7 +115,7 @@ async def repay(call: Call) -> Any:
 
 
 async def account(call: Call) -> Any:
-    pair = margin_pair(call)
+    pair = margin_pair(call, reading(call.params, MarginAccountQuery))
     found = call.exchange.engine.margin.account_of(call.user, pair.symbol)
     if found is None:
         await call.durable()  # the account may have been opened by a command not yet committed
@@ -111,13 +127,17 @@ def account_view(call: Call, pair: PairSpec, account: MarginAccount) -> dict[str
     return ops.margin_view(call.exchange, account.user, pair.symbol)
 
 
+open_orders = spot.open_orders_of(MarginOpenOrdersQuery)
+
+
 def routes() -> list[Route]:
+    on = on_margin_account
     seed: list[tuple[str, str, Handler, bool]] = [
-        ("POST", "/order", on_margin_account(spot.create_order, _no_account), True),
-        ("GET", "/order", on_margin_account(spot.get_order, _no_such_order), False),
-        ("POST", "/cancel", on_margin_account(spot.cancel_order, _no_such_order), True),
-        ("GET", "/openOrders", on_margin_account(spot.open_orders, _nothing), False),
-        ("GET", "/myTrades", on_margin_account(spot.my_trades, _nothing), False),
+        ("POST", "/order", on(spot.create_order, OrderRequest, _no_account), True),
+        ("GET", "/order", on(spot.get_order, OrderQuery, _no_such_order), False),
+        ("POST", "/cancel", on(spot.cancel_order, CancelRequest, _no_such_order), True),
+        ("GET", "/openOrders", on(open_orders, MarginOpenOrdersQuery, _nothing), False),
+        ("GET", "/myTrades", on(spot.my_trades, MyTradesQuery, _nothing), False),
     ]
     extensions: list[tuple[str, str, Handler, bool]] = [
         ("POST", "/transfer", transfer, True),

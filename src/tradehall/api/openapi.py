@@ -1,10 +1,10 @@
 """The OpenAPI 3.1 document of the whole API, served at ``GET /openapi.json``.
 
 Generated from the routes the app serves and from types: the responses are the wire Structs of
-``tradehall.api.wire`` (the very types the handlers return), the requests are the Structs below.
-The request types only document (and drive test generation); requests are still read by
-``tradehall.api.params``. Every route must have an entry in ``OPERATIONS``: building the
-document fails for a route without one.
+``tradehall.api.wire`` (the very types the handlers return), the requests the Structs of
+``tradehall.api.requests``, the very types the handlers read their requests through (each field
+carries the ``tradehall.api.reading`` rule it is read by). Every route must have an entry in
+``OPERATIONS``: building the document fails for a route without one.
 """
 
 from __future__ import annotations
@@ -13,573 +13,74 @@ import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgspec
-from msgspec import UNSET, Meta, UnsetType
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from tradehall import __version__
 from tradehall.api import admin, futures, margin, spot, wire
 from tradehall.api.http import Call, endpoint
+from tradehall.api.requests import (
+    AdminFundingRequest,
+    AdminFuturesTransferRequest,
+    AdminIndexPriceRequest,
+    AdminMarginQuery,
+    AdminMarginTransferRequest,
+    AdminUserRequest,
+    AssetTransferRequest,
+    BalancesQuery,
+    BatchCancelRequest,
+    BatchOrdersRequest,
+    CancelRequest,
+    ContractQuery,
+    CreateKeyRequest,
+    CreateUserRequest,
+    DepthQuery,
+    EditLeverRequest,
+    EditMarginModelRequest,
+    EditPositionMarginRequest,
+    EditPositionModelRequest,
+    FundRequest,
+    FuturesCancelAllRequest,
+    FuturesCancelRequest,
+    FuturesConditionOrderRequest,
+    FuturesDepthQuery,
+    FuturesHistoryRequest,
+    FuturesIndexQuery,
+    FuturesKlinesQuery,
+    FuturesMyTradesQuery,
+    FuturesOpenOrdersQuery,
+    FuturesOrderQuery,
+    FuturesOrderRequest,
+    FuturesTransferRequest,
+    HistoryQuery,
+    KlinesQuery,
+    MarginAccountQuery,
+    MarginOpenOrdersQuery,
+    MarginRepayRequest,
+    MarginTransferRequest,
+    MyTradesQuery,
+    NoQuery,
+    OpenOrdersQuery,
+    OrderQuery,
+    OrderRequest,
+    RequestSchema,
+    RevokeKeyRequest,
+    SignedQuery,
+    SymbolQuery,
+    TickerV2Query,
+    TradesQuery,
+    TransferQueryRequest,
+    TransferRequest,
+    TriggerListRequest,
+)
 
 PATH = "/openapi.json"
 EXTENSION = "x-tradehall-extension"
 """Vendor key marking what this project adds to the family's API."""
 _REF = "#/components/schemas/{name}"
 _INT64_MAX = 2**63 - 1
-
-# ------------------------------------------------------------------------- request field types
-
-SymbolParam = Annotated[
-    str,
-    Meta(
-        pattern=r"^[A-Za-z0-9_-]{1,40}$",
-        description="Trading pair, in any case (`btcusdt` = `BTCUSDT`).",
-        examples=["BTCUSDT"],
-    ),
-]
-_DecimalString = Annotated[
-    str, Meta(pattern=r"^[0-9]{1,30}(\.[0-9]{1,30})?$", examples=["0.5", "30000.00"])
-]
-_PositiveNumber = Annotated[float, Meta(gt=0)]
-Amount = _DecimalString | _PositiveNumber
-"""A decimal as a JSON number or a string; read exactly, never through binary floating point."""
-_IdString = Annotated[str, Meta(pattern=r"^[0-9]{1,19}$", description="At most 2^63 - 1.")]
-OrderIdParam = Annotated[int, Meta(ge=1, le=_INT64_MAX, description="Order id.")]
-OrderIdBody = Annotated[int, Meta(ge=1, le=_INT64_MAX)] | _IdString
-UserIdParam = Annotated[int, Meta(ge=0, le=_INT64_MAX, description="User id (0: fee account).")]
-UserIdBody = Annotated[int, Meta(ge=0, le=_INT64_MAX)] | _IdString
-ClientOrderId = Annotated[
-    str,
-    Meta(
-        pattern=r"^[!-~]{1,64}$",
-        max_length=64,
-        description="Client order id: 1 to 64 printable ASCII characters, unique among the"
-        " account's open orders on the pair.",
-    ),
-]
-RecvWindowParam = Annotated[
-    int,
-    Meta(ge=1, le=60000, description="Milliseconds a signed request stays valid after X-CH-TS."),
-]
-RecvWindowBody = RecvWindowParam | Annotated[str, Meta(pattern=r"^[0-9]{1,5}$")]
-SideParam = Literal["BUY", "SELL"]
-TypeParam = Literal["LIMIT", "MARKET"]
-TimeInForce = Annotated[
-    Literal["GTC", "IOC", "FOK", "POST_ONLY"],
-    Meta(description="Extension, LIMIT orders only: GTC (default), IOC, FOK or POST_ONLY."),
-]
-Interval = Literal["1min", "5min", "15min", "30min", "60min", "1h", "1day", "1week", "1month"]
-
-
-Limit100 = Annotated[int, Meta(ge=1, le=100, description="1 to 100.")]
-_Millis = Annotated[int, Meta(ge=0, le=_INT64_MAX, description="UNIX time in milliseconds.")]
-Limit300 = Annotated[int, Meta(ge=1, le=300, description="1 to 300.")]
-Limit1000 = Annotated[int, Meta(ge=1, le=1000, description="1 to 1000.")]
-
-
-class RequestSchema(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Base of the request types: camelCase names, unknown parameters allowed (ignored)."""
-
-
-# ------------------------------------------------------------------------- spot queries (GET)
-
-
-class NoQuery(RequestSchema, frozen=True):
-    pass
-
-
-class SymbolQuery(RequestSchema, frozen=True):
-    symbol: SymbolParam
-
-
-class DepthQuery(RequestSchema, frozen=True):
-    symbol: SymbolParam
-    limit: Limit100 = 100
-
-
-class TradesQuery(RequestSchema, frozen=True):
-    symbol: SymbolParam
-    limit: Limit1000 = 100
-
-
-class KlinesQuery(RequestSchema, frozen=True):
-    symbol: SymbolParam
-    interval: Interval
-    limit: Limit300 = 100
-
-
-class TickerV2Query(RequestSchema, frozen=True):
-    """``symbol`` gives one pair's ticker; without it, a list: every pair's, or those named
-    in ``symbols``."""
-
-    symbol: SymbolParam | UnsetType = UNSET
-    symbols: (
-        Annotated[
-            str,
-            Meta(
-                pattern=r"^[A-Za-z0-9_-]{1,40}(,[A-Za-z0-9_-]{1,40})*$",
-                description="Comma-separated pairs, e.g. `btcusdt,ethusdt` (when no `symbol`).",
-            ),
-        ]
-        | UnsetType
-    ) = UNSET
-
-
-class HistoryQuery(RequestSchema, frozen=True):
-    """The window: the last 7 days without ``startTime`` and ``endTime``; 7 days from the
-    one given; at most 7 days with both."""
-
-    symbol: SymbolParam | UnsetType = UNSET
-    limit: Limit100 = 50
-    start_time: _Millis | UnsetType = UNSET
-    end_time: _Millis | UnsetType = UNSET
-    recv_window: RecvWindowParam = 5000
-
-
-AccountParam = Annotated[
-    Literal["EXCHANGE", "FUTURE"], Meta(description="EXCHANGE: the spot account; FUTURE: futures.")
-]
-_MillisBody = _Millis | Annotated[str, Meta(pattern=r"^[0-9]{1,19}$")]
-
-
-class AssetTransferRequest(RequestSchema, frozen=True):
-    coin_symbol: Annotated[str, Meta(description="A margin coin of the futures contracts.")]
-    amount: Amount
-    from_account: AccountParam
-    to_account: AccountParam
-    recv_window: RecvWindowBody = 5000
-
-
-class TransferQueryRequest(RequestSchema, frozen=True):
-    """By ``transferId``, or by direction (``fromAccount`` and ``toAccount``, then required),
-    optionally ``coinSymbol``, within the 7-day window of ``startTime``/``endTime``."""
-
-    transfer_id: OrderIdBody | UnsetType = UNSET
-    coin_symbol: str | UnsetType = UNSET
-    from_account: AccountParam | UnsetType = UNSET
-    to_account: AccountParam | UnsetType = UNSET
-    start_time: _MillisBody | UnsetType = UNSET
-    end_time: _MillisBody | UnsetType = UNSET
-    page: (
-        Annotated[int, Meta(ge=1, le=1_000_000)] | Annotated[str, Meta(pattern=r"^[0-9]{1,7}$")]
-    ) = 1
-    limit: Limit100 | Annotated[str, Meta(pattern=r"^[0-9]{1,3}$")] = 20
-    recv_window: RecvWindowBody = 5000
-
-
-class SignedQuery(RequestSchema, frozen=True):
-    recv_window: RecvWindowParam = 5000
-
-
-class OrderQuery(RequestSchema, frozen=True):
-    """Either ``orderId`` or ``newClientOrderId`` (the latest order with that id)."""
-
-    symbol: SymbolParam
-    order_id: OrderIdParam | UnsetType = UNSET
-    new_client_order_id: ClientOrderId | UnsetType = UNSET
-    recv_window: RecvWindowParam = 5000
-
-
-class OpenOrdersQuery(RequestSchema, frozen=True):
-    symbol: SymbolParam
-    limit: Limit1000 = 100
-    recv_window: RecvWindowParam = 5000
-
-
-class MyTradesQuery(RequestSchema, frozen=True):
-    symbol: SymbolParam
-    limit: Limit1000 = 100
-    from_id: (
-        Annotated[
-            int,
-            Meta(
-                ge=0,
-                le=_INT64_MAX,
-                description="The page holds the `limit` trades with id >= fromId closest to"
-                " it; without it, the most recent ones.",
-            ),
-        ]
-        | UnsetType
-    ) = UNSET
-    recv_window: RecvWindowParam = 5000
-
-
-# ------------------------------------------------------------------------- spot bodies (POST)
-
-
-class OrderRequest(RequestSchema, frozen=True):
-    """A new order. LIMIT needs ``price`` and ``volume`` (base quantity); MARKET BUY's
-    ``volume`` is the quote amount to spend, MARKET SELL's the base quantity."""
-
-    symbol: SymbolParam
-    side: SideParam
-    type: TypeParam
-    volume: Amount
-    price: Amount | UnsetType = UNSET
-    new_client_order_id: ClientOrderId | UnsetType = UNSET
-    time_in_force: TimeInForce | UnsetType = UNSET
-    recv_window: RecvWindowBody = 5000
-
-
-class BatchOrderItem(RequestSchema, frozen=True):
-    side: SideParam
-    batch_type: TypeParam
-    volume: Amount
-    price: Amount | UnsetType = UNSET
-    new_client_order_id: ClientOrderId | UnsetType = UNSET
-    time_in_force: TimeInForce | UnsetType = UNSET
-
-
-class BatchOrdersRequest(RequestSchema, frozen=True):
-    """1 to 10 orders, validated together: if one fails, none is placed."""
-
-    symbol: SymbolParam
-    orders: Annotated[list[BatchOrderItem], Meta(min_length=1, max_length=10)]
-    recv_window: RecvWindowBody = 5000
-
-
-class CancelRequest(RequestSchema, frozen=True):
-    """Either ``orderId`` or ``newClientOrderId`` (the latest order with that id)."""
-
-    symbol: SymbolParam
-    order_id: OrderIdBody | UnsetType = UNSET
-    new_client_order_id: ClientOrderId | UnsetType = UNSET
-    recv_window: RecvWindowBody = 5000
-
-
-class BatchCancelRequest(RequestSchema, frozen=True):
-    symbol: SymbolParam
-    order_ids: Annotated[list[OrderIdBody], Meta(min_length=1, max_length=10)]
-    recv_window: RecvWindowBody = 5000
-
-
-# ------------------------------------------------------------------------- margin extensions
-
-
-class MarginTransferRequest(RequestSchema, frozen=True):
-    """Extension. ``IN`` moves funds from the spot account to the pair's margin account,
-    ``OUT`` back (as far as the margin account's risk allows)."""
-
-    symbol: SymbolParam
-    asset: Annotated[str, Meta(min_length=1, description="The pair's base or quote asset.")]
-    amount: Amount
-    direction: Literal["IN", "OUT"]
-    recv_window: RecvWindowBody = 5000
-
-
-class MarginRepayRequest(RequestSchema, frozen=True):
-    """Extension."""
-
-    symbol: SymbolParam
-    asset: Annotated[str, Meta(min_length=1, description="The pair's base or quote asset.")]
-    amount: Amount
-    recv_window: RecvWindowBody = 5000
-
-
-class MarginAccountQuery(RequestSchema, frozen=True):
-    symbol: SymbolParam
-    recv_window: RecvWindowParam = 5000
-
-
-# ------------------------------------------------------------------------- admin requests
-
-
-class CreateUserRequest(RequestSchema, frozen=True):
-    name: Annotated[str, Meta(min_length=1, max_length=64)] | UnsetType = UNSET
-
-
-class CreateKeyRequest(RequestSchema, frozen=True):
-    user_id: UserIdBody
-    read_only: bool | Literal["true", "false", "1", "0"] = False
-    ips: list[Annotated[str, Meta(description="An IP address or CIDR block.")]] = msgspec.field(
-        default_factory=list
-    )
-
-
-class RevokeKeyRequest(RequestSchema, frozen=True):
-    api_key: Annotated[str, Meta(min_length=1)]
-
-
-class TransferRequest(RequestSchema, frozen=True):
-    """Idempotent by ``txId`` (generated when absent)."""
-
-    user_id: UserIdBody
-    asset: Annotated[str, Meta(min_length=1, examples=["USDT"])]
-    amount: Amount
-    tx_id: str | UnsetType = UNSET
-
-
-class BalancesQuery(RequestSchema, frozen=True):
-    user_id: UserIdParam
-
-
-class FundRequest(RequestSchema, frozen=True):
-    """Idempotent by ``txId`` (generated when absent)."""
-
-    account: Literal["pool", "insurance"]
-    asset: Annotated[str, Meta(min_length=1, examples=["USDT"])]
-    amount: Amount
-    tx_id: str | UnsetType = UNSET
-
-
-class AdminMarginTransferRequest(RequestSchema, frozen=True):
-    user_id: UserIdBody
-    symbol: SymbolParam
-    asset: Annotated[str, Meta(min_length=1, description="The pair's base or quote asset.")]
-    amount: Amount
-    from_: Annotated[Literal["spot", "margin"], Meta(description="spot or margin")] = msgspec.field(
-        name="from"
-    )
-    to: Literal["spot", "margin"]
-
-
-class AdminMarginQuery(RequestSchema, frozen=True):
-    user_id: UserIdParam
-    symbol: SymbolParam
-
-
-class AdminFuturesTransferRequest(RequestSchema, frozen=True):
-    user_id: UserIdBody
-    asset: Annotated[str, Meta(min_length=1, description="A contract's margin coin.")]
-    amount: Amount
-    from_: Annotated[Literal["spot", "futures"], Meta(description="spot or futures")] = (
-        msgspec.field(name="from")
-    )
-    to: Literal["spot", "futures"]
-
-
-class AdminUserRequest(RequestSchema, frozen=True):
-    user_id: UserIdBody
-
-
-class AdminFundingRequest(RequestSchema, frozen=True):
-    contract: (
-        Annotated[
-            str,
-            Meta(
-                pattern=r"^[A-Za-z0-9-]{1,64}$",
-                description="One contract; every contract with a mark price when absent.",
-            ),
-        ]
-        | UnsetType
-    ) = UNSET
-
-
-class AdminIndexPriceRequest(RequestSchema, frozen=True):
-    contract: Annotated[
-        str,
-        Meta(
-            pattern=r"^[A-Za-z0-9-]{1,64}$",
-            description="Contract name, in any case.",
-            examples=["E-BTC-USDT"],
-        ),
-    ]
-    price: Amount
-
-
-# ------------------------------------------------------------------------- futures requests
-
-ContractNameParam = Annotated[
-    str,
-    Meta(
-        pattern=r"^[A-Za-z0-9_-]{1,40}$",
-        description="Contract name, in any case (`e-btc-usdt` = `E-BTC-USDT`).",
-        examples=["E-BTC-USDT"],
-    ),
-]
-_Contracts = Annotated[int, Meta(ge=1, le=_INT64_MAX)]
-Contracts = _Contracts | Annotated[str, Meta(pattern=r"^[0-9]{1,19}(\.0*)?$")]
-"""A whole number of contracts, as a JSON number or a string."""
-_SignedDecimalString = Annotated[str, Meta(pattern=r"^-?[0-9]{1,30}(\.[0-9]{1,30})?$")]
-SignedAmount = _SignedDecimalString | float
-FuturesInterval = Literal[
-    "1min", "5min", "15min", "30min", "1h", "60min", "1day", "1week", "1month"
-]
-PositionTypeParam = (
-    Annotated[
-        Literal[1, 2], Meta(description="1 cross, 2 isolated; default: the caller's setting.")
-    ]
-    | Literal["1", "2"]
-)
-FromIdParam = Annotated[
-    int,
-    Meta(
-        ge=0,
-        le=_INT64_MAX,
-        description="The page holds the `limit` records with id >= fromId closest to it;"
-        " without it, the most recent ones.",
-    ),
-]
-FuturesClientOrderId = Annotated[
-    str,
-    Meta(
-        pattern=r"^[!-~]{1,32}$",
-        max_length=32,
-        description="Client order id: 1 to 32 printable ASCII characters, unique among the"
-        " account's open orders on the contract.",
-    ),
-]
-
-
-class ContractQuery(RequestSchema, frozen=True):
-    contract_name: ContractNameParam
-
-
-class FuturesDepthQuery(RequestSchema, frozen=True):
-    contract_name: ContractNameParam
-    limit: Limit100 = 100
-
-
-class FuturesIndexQuery(RequestSchema, frozen=True):
-    contract_name: ContractNameParam
-    limit: Limit1000 = 100
-
-
-class FuturesKlinesQuery(RequestSchema, frozen=True):
-    contract_name: ContractNameParam
-    interval: FuturesInterval
-    limit: Limit300 = 100
-
-
-class FuturesOrderRequest(RequestSchema, frozen=True):
-    """A new futures order. ``volume`` is a number of contracts, except for a MARKET OPEN
-    order: its value in the quote currency. LIMIT needs ``price``. BUY+OPEN opens a long,
-    SELL+CLOSE reduces it; SELL+OPEN opens a short, BUY+CLOSE reduces it."""
-
-    contract_name: ContractNameParam
-    side: SideParam
-    type: TypeParam
-    open: Literal["OPEN", "CLOSE"]
-    volume: Amount
-    price: Amount | UnsetType = UNSET
-    position_type: PositionTypeParam | UnsetType = UNSET
-    client_order_id: FuturesClientOrderId | UnsetType = UNSET
-    time_in_force: Literal["IOC", "FOK", "POST_ONLY", "GTC"] | UnsetType = UNSET
-    recv_window: RecvWindowBody = 5000
-
-
-class FuturesConditionOrderRequest(RequestSchema, frozen=True):
-    """A conditional order: submitted once the last trade price reaches ``triggerPrice``.
-    ``triggerType`` 1 stop-loss, 2 take-profit, 3 trailing buy, 4 trailing sell."""
-
-    contract_name: ContractNameParam
-    side: SideParam
-    type: TypeParam
-    open: Literal["OPEN", "CLOSE"]
-    volume: Amount
-    trigger_type: Literal[1, 2, 3, 4] | Literal["1", "2", "3", "4"]
-    trigger_price: Amount
-    price: Amount | UnsetType = UNSET
-    position_type: PositionTypeParam | UnsetType = UNSET
-    client_order_id: FuturesClientOrderId | UnsetType = UNSET
-    recv_window: RecvWindowBody = 5000
-
-
-class FuturesCancelRequest(RequestSchema, frozen=True):
-    """Either ``orderId`` or ``clientOrderId``; an order or a waiting conditional order."""
-
-    contract_name: ContractNameParam
-    order_id: OrderIdBody | UnsetType = UNSET
-    client_order_id: FuturesClientOrderId | UnsetType = UNSET
-    recv_window: RecvWindowBody = 5000
-
-
-class FuturesOrderQuery(RequestSchema, frozen=True):
-    """Either ``orderId`` or ``clientOrderId`` (the latest order with that id)."""
-
-    contract_name: ContractNameParam
-    order_id: OrderIdParam | UnsetType = UNSET
-    client_order_id: FuturesClientOrderId | UnsetType = UNSET
-    recv_window: RecvWindowParam = 5000
-
-
-class FuturesOpenOrdersQuery(RequestSchema, frozen=True):
-    """Without ``contractName``: the open orders of every contract."""
-
-    contract_name: ContractNameParam | UnsetType = UNSET
-    recv_window: RecvWindowParam = 5000
-
-
-class FuturesHistoryRequest(RequestSchema, frozen=True):
-    """Without ``contractName``: every contract."""
-
-    contract_name: ContractNameParam | UnsetType = UNSET
-    limit: Limit1000 | Annotated[str, Meta(pattern=r"^[0-9]{1,4}$")] = 100
-    from_id: FromIdParam | _IdString | UnsetType = UNSET
-    recv_window: RecvWindowBody = 5000
-
-
-class FuturesMyTradesQuery(RequestSchema, frozen=True):
-    contract_name: ContractNameParam
-    limit: Limit1000 = 100
-    from_id: FromIdParam | UnsetType = UNSET
-    recv_window: RecvWindowParam = 5000
-
-
-class EditLeverRequest(RequestSchema, frozen=True):
-    """Extension. Only with no open position or order on the contract (else -1020)."""
-
-    contract_name: ContractNameParam
-    now_level: Annotated[int, Meta(ge=1, le=125)] | Annotated[str, Meta(pattern=r"^[0-9]{1,3}$")]
-    recv_window: RecvWindowBody = 5000
-
-
-class EditMarginModelRequest(RequestSchema, frozen=True):
-    """Extension. Only with no open position or order on the contract (else -1020)."""
-
-    contract_name: ContractNameParam
-    position_model: Literal[1, 2] | Literal["1", "2"]
-    recv_window: RecvWindowBody = 5000
-
-
-class EditPositionModelRequest(RequestSchema, frozen=True):
-    """Positions are always two-way: 2 succeeds and changes nothing, 1 (net) gives -1020."""
-
-    contract_name: ContractNameParam
-    position_model: Literal[1, 2] | Literal["1", "2"]
-    recv_window: RecvWindowBody = 5000
-
-
-class TriggerListRequest(RequestSchema, frozen=True):
-    """Without ``contractName``: every contract."""
-
-    contract_name: ContractNameParam | UnsetType = UNSET
-    page: (
-        Annotated[int, Meta(ge=1, le=1_000_000)] | Annotated[str, Meta(pattern=r"^[0-9]{1,7}$")]
-    ) = 1
-    limit: Limit1000 | Annotated[str, Meta(pattern=r"^[0-9]{1,4}$")] = 20
-    recv_window: RecvWindowBody = 5000
-
-
-class EditPositionMarginRequest(RequestSchema, frozen=True):
-    """Extension: add (positive ``amount``) or take out (negative) an isolated position's
-    margin, in the margin coin."""
-
-    position_id: OrderIdBody
-    amount: SignedAmount
-    recv_window: RecvWindowBody = 5000
-
-
-class FuturesCancelAllRequest(RequestSchema, frozen=True):
-    """Extension. Without ``contractName``: every contract."""
-
-    contract_name: ContractNameParam | UnsetType = UNSET
-    recv_window: RecvWindowBody = 5000
-
-
-class FuturesTransferRequest(RequestSchema, frozen=True):
-    """Extension: move a margin coin between the caller's spot and futures accounts."""
-
-    asset: Annotated[str, Meta(min_length=1, description="A contract's margin coin.")]
-    amount: Amount
-    from_: Annotated[Literal["spot", "futures"], Meta(description="spot or futures")] = (
-        msgspec.field(name="from")
-    )
-    to: Literal["spot", "futures"]
-    recv_window: RecvWindowBody = 5000
-
 
 # ------------------------------------------------------------------------- operations
 
@@ -717,7 +218,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Open margin orders (newest first)",
         "READ",
         list[wire.OpenOrder],
-        query=OpenOrdersQuery,
+        query=MarginOpenOrdersQuery,
     ),
     ("GET", f"{_M}/myTrades"): _margin(
         "marginMyTrades",

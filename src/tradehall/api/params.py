@@ -3,6 +3,9 @@
 Both sources go through one class: query values arrive as text, JSON values as text, numbers
 or booleans. A ``null`` counts as absent and unknown parameters are ignored (the contract).
 Each failure is an ApiError with the catalogue's code and the parameter's name.
+
+Handlers do not call these readers by hand: they read through their request type
+(``tradehall.api.reading``), whose fields name the reader and its arguments.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -13,27 +13,47 @@ from tradehall.api import wire
 from tradehall.api.errors import ApiError
 from tradehall.api.http import Call, endpoint
 from tradehall.api.params import Params, parse_int
+from tradehall.api.reading import Reading, reading
+from tradehall.api.requests import (
+    BatchCancelRequest,
+    BatchOrderItem,
+    BatchOrdersRequest,
+    CancelRequest,
+    DepthQuery,
+    HistoryQuery,
+    KlinesQuery,
+    MyTradesQuery,
+    OpenOrdersQuery,
+    OrderQuery,
+    OrderRequest,
+    RequestSchema,
+    SymbolQuery,
+    TickerV2Query,
+    TradesQuery,
+)
 from tradehall.codes import Code, Reject
 from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import CancelBatch, CancelOrder, PlaceBatch, PlaceOrder
 from tradehall.engine.engine import BatchCancelReply
 from tradehall.engine.markets import PairSpec
-from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL, TIME_IN_FORCE, OrderState
-from tradehall.marketdata import Interval, parse_interval
+from tradehall.engine.orders import BUY, LIMIT, OrderState
+from tradehall.marketdata import Interval
 from tradehall.units import pow10
 
 PREFIX = "/spot/open/sapi/v1"
 PREFIX_V2 = "/spot/open/sapi/v2"
 PREFIX_V3 = "/spot/open/sapi/v3"
-MAX_BATCH = 10
 WINDOW_MS = 7 * 24 * 3600 * 1000
 """The widest startTime..endTime window of the v3 history reads, and their default (the
 last seven days), as the family has it."""
 
 
-def pair_of(call: Call, params: Params | None = None) -> PairSpec:
-    symbol = (params or call.params).symbol()
-    assert symbol is not None
+def pair_of(call: Call, req: Reading) -> PairSpec:
+    """The pair named by the request's ``symbol``, required here even where the request
+    type lets it be absent (for every pair) and the handler found it present."""
+    symbol: str | None = req.value("symbol")
+    if symbol is None:
+        raise req.missing("symbol")
     pair = call.exchange.config.markets.pairs.get(symbol)
     if pair is None:
         raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
@@ -62,12 +82,11 @@ DepthRender = Callable[[int, list[tuple[int, int]], list[tuple[int, int]]], Any]
 """(time, bids, asks) -> the depth answer of one market."""
 
 
-def cached_depth(call: Call, symbol: str, book: OrderBook, render: DepthRender) -> Any:
+def cached_depth(call: Call, symbol: str, limit: int, book: OrderBook, render: DepthRender) -> Any:
     """Formatting a hundred levels a side is most of the work, and a book changes far less
     often than it is read: the levels are rendered once per (symbol, limit) and book version
     (``Exchange.book_versions``) and only the time, the server's now, is spliced in. Serves
     spot and futures books alike."""
-    limit = call.params.limit(100, 100)
     exchange = call.exchange
     stamp = (exchange.book_versions.get(symbol), len(book.orders), exchange.engine)
     views = call.state.views
@@ -83,24 +102,15 @@ def cached_depth(call: Call, symbol: str, book: OrderBook, render: DepthRender) 
 
 
 async def depth(call: Call) -> Any:
-    pair = pair_of(call)
+    req = reading(call.params, DepthQuery)
+    pair = pair_of(call, req)
     book = call.exchange.engine.spot.books[pair.symbol]
-    return cached_depth(call, pair.symbol, book, partial(wire.depth, pair))
-
-
-def interval_of(call: Call, names: str) -> Interval:
-    """The ``interval`` parameter of a klines request; ``names`` lists the accepted ones
-    for the error message."""
-    name = call.params.text("interval", required=True)
-    assert name is not None
-    try:
-        return parse_interval(name)
-    except ValueError:
-        raise ApiError(Code.BAD_PARAM, f"invalid interval {name!r}; expected {names}") from None
+    limit: int = req.value("limit")
+    return cached_depth(call, pair.symbol, limit, book, partial(wire.depth, pair))
 
 
 async def ticker(call: Call) -> Any:
-    pair = pair_of(call)
+    pair = pair_of(call, reading(call.params, SymbolQuery))
     return wire.ticker(pair, call.exchange.marketdata.ticker(pair.symbol, call.now), call.now)
 
 
@@ -108,16 +118,17 @@ async def ticker_v2(call: Call) -> Any:
     """``GET /sapi/v2/ticker``: one pair's ticker with its best bid and ask and its quote
     volume, or, without ``symbol``, every pair's (``symbols=a,b`` picks some) in a list."""
     pairs = call.exchange.config.markets.pairs
-    if call.params.present("symbol"):
-        return _ticker_item(call, pair_of(call))
-    wanted = call.params.text("symbols")
+    req = reading(call.params, TickerV2Query)
+    if req.present("symbol"):
+        return _ticker_item(call, pair_of(call, req))
+    wanted: str | None = req.value("symbols")
     if wanted is None:
         return [_ticker_item(call, pair) for pair in pairs.values()]
     chosen = []
     for name in wanted.split(","):
         if not name.strip():
-            raise call.params.malformed("symbols", "has an empty name")
-        pair = pair_of(call, Params({"symbol": name.strip()}))
+            raise req.malformed("symbols", "has an empty name")
+        pair = pair_of(call, reading(Params({"symbol": name.strip()}), TickerV2Query))
         if pair not in chosen:
             chosen.append(pair)
     return [_ticker_item(call, pair) for pair in chosen]
@@ -136,16 +147,18 @@ def _ticker_item(call: Call, pair: PairSpec) -> wire.TickerItem:
 
 
 async def trades(call: Call) -> Any:
-    pair = pair_of(call)
-    limit = call.params.limit(100, 1000)
+    req = reading(call.params, TradesQuery)
+    pair = pair_of(call, req)
+    limit: int = req.value("limit")
     recent = call.exchange.marketdata.recent_trades(pair.symbol, limit)
     return wire.public_trades(pair, recent)
 
 
 async def klines(call: Call) -> Any:
-    pair = pair_of(call)
-    interval = interval_of(call, "1min, 5min, 15min, 30min, 60min (or 1h), 1day, 1week or 1month")
-    limit = call.params.limit(100, 300)
+    req = reading(call.params, KlinesQuery)
+    pair = pair_of(call, req)
+    interval: Interval = req.value("interval")
+    limit: int = req.value("limit")
     bars = call.exchange.marketdata.klines(pair.symbol, interval, limit, call.now)
     return [wire.kline(pair, bar) for bar in bars]
 
@@ -156,24 +169,26 @@ async def klines(call: Call) -> Any:
 def place_command(
     call: Call,
     pair: PairSpec,
-    params: Params,
+    req: Reading,
     *,
     type_name: str = "type",
     dry_run: bool = False,
 ) -> PlaceOrder:
-    side = params.choice("side", (BUY, SELL), Code.BAD_SIDE)
-    order_type = params.choice(type_name, (LIMIT, MARKET), Code.BAD_ORDER_TYPE)
-    tif = params.choice("timeInForce", TIME_IN_FORCE, Code.BAD_ORDER_TYPE, required=False)
-    client_id = params.client_id("newClientOrderId")
+    """The order of an ``OrderRequest``, or of a ``BatchOrderItem`` (``type_name``
+    ``batchType``)."""
+    side: str | None = req.value("side")
+    order_type: str | None = req.value(type_name)
+    tif: str | None = req.value("timeInForce")
+    client_id: str = req.value("newClientOrderId")
     price = qty = quote_qty = 0
     if order_type == LIMIT:
-        price = params.units("price", pair.price_precision) or 0
-        qty = params.units("volume", pair.quantity_precision) or 0
+        price = req.value("price", decimals=pair.price_precision) or 0
+        qty = req.value("volume", decimals=pair.quantity_precision) or 0
     elif side == BUY:
-        amount = params.units("volume", pair.price_precision) or 0
+        amount: int = req.value("volume", decimals=pair.price_precision) or 0
         quote_qty = amount * pow10(pair.quote_decimals - pair.price_precision)
     else:
-        qty = params.units("volume", pair.quantity_precision) or 0
+        qty = req.value("volume", decimals=pair.quantity_precision) or 0
     assert side is not None and order_type is not None
     return PlaceOrder(
         call.now,
@@ -191,26 +206,31 @@ def place_command(
 
 
 async def create_order(call: Call) -> Any:
-    pair = pair_of(call)
-    order: OrderState = call.exchange.apply(place_command(call, pair, call.params))
+    req = reading(call.params, OrderRequest)
+    pair = pair_of(call, req)
+    order: OrderState = call.exchange.apply(place_command(call, pair, req))
     await call.durable()
     return wire.order_created(pair, order)
 
 
 async def test_order(call: Call) -> Any:
-    pair = pair_of(call)
-    call.exchange.apply(place_command(call, pair, call.params, dry_run=True))
+    req = reading(call.params, OrderRequest)
+    pair = pair_of(call, req)
+    call.exchange.apply(place_command(call, pair, req, dry_run=True))
     return wire.EMPTY
 
 
 async def batch_orders(call: Call) -> Any:
-    pair = pair_of(call)
+    req = reading(call.params, BatchOrdersRequest)
+    pair = pair_of(call, req)
     commands = []
-    for index, item in enumerate(call.params.list("orders", MAX_BATCH)):
+    items: list[Any] = req.value("orders")
+    for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise ApiError(Code.BAD_PARAM, f"orders[{index}] must be an object")
         try:
-            commands.append(place_command(call, pair, Params(item), type_name="batchType"))
+            order = reading(Params(item), BatchOrderItem)
+            commands.append(place_command(call, pair, order, type_name="batchType"))
         except ApiError as exc:
             raise ApiError(exc.code, f"orders[{index}]: {exc.msg}", exc.status) from None
     batch = PlaceBatch(call.now, call.account, pair.symbol, tuple(commands))
@@ -222,11 +242,11 @@ async def batch_orders(call: Call) -> Any:
     return wire.BatchIds([order.id for order in placed])
 
 
-def order_ref(params: Params) -> tuple[int | None, str | None]:
-    order_id = params.order_id("orderId")
-    client_id = params.client_id("newClientOrderId") or None
+def order_ref(req: Reading) -> tuple[int | None, str | None]:
+    order_id: int | None = req.value("orderId")
+    client_id: str | None = req.value("newClientOrderId") or None
     if order_id is None and client_id is None:
-        raise params.missing("orderId")
+        raise req.missing("orderId")
     return order_id, client_id
 
 
@@ -246,14 +266,16 @@ async def find_order(
 
 
 async def get_order(call: Call) -> Any:
-    pair = pair_of(call)
-    order_id, client_id = order_ref(call.params)
+    req = reading(call.params, OrderQuery)
+    pair = pair_of(call, req)
+    order_id, client_id = order_ref(req)
     return wire.order_detail(pair, await find_order(call, pair, order_id, client_id))
 
 
 async def cancel_order(call: Call) -> Any:
-    pair = pair_of(call)
-    order_id, client_id = order_ref(call.params)
+    req = reading(call.params, CancelRequest)
+    pair = pair_of(call, req)
+    order_id, client_id = order_ref(req)
     command = CancelOrder(call.now, call.account, pair.symbol, order_id, client_id)
     try:
         order: OrderState = call.exchange.apply(command)
@@ -269,9 +291,11 @@ async def cancel_order(call: Call) -> Any:
 
 
 async def batch_cancel(call: Call) -> Any:
-    pair = pair_of(call)
+    req = reading(call.params, BatchCancelRequest)
+    pair = pair_of(call, req)
     ids = []
-    for index, value in enumerate(call.params.list("orderIds", MAX_BATCH)):
+    values: list[Any] = req.value("orderIds")
+    for index, value in enumerate(values):
         order_id = parse_int(value) if value is not None else None
         if order_id is None or order_id <= 0:
             raise ApiError(Code.BAD_PARAM, f"orderIds[{index}] must be a positive integer id")
@@ -283,21 +307,33 @@ async def batch_cancel(call: Call) -> Any:
     return wire.BatchCancelResult(reply.success, reply.failed)
 
 
-async def open_orders(call: Call) -> Any:
-    symbol = call.params.symbol(required=False)
-    pairs = call.exchange.config.markets.pairs
-    if symbol is not None and symbol not in pairs:
-        raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
-    limit = call.params.limit(100, 1000)
-    orders = call.exchange.engine.open_orders(call.account, symbol)
-    newest = orders[::-1][:limit]
-    return await call.once_durable([wire.open_order(pairs[o.symbol], o.snapshot()) for o in newest])
+def open_orders_of(schema: type[RequestSchema]) -> Callable[[Call], Awaitable[Any]]:
+    """``openOrders`` reading its request as ``schema`` (margin's requires the symbol)."""
+
+    async def open_orders(call: Call) -> Any:
+        req = reading(call.params, schema)
+        symbol: str | None = req.value("symbol")
+        pairs = call.exchange.config.markets.pairs
+        if symbol is not None and symbol not in pairs:
+            raise ApiError(Code.BAD_SYMBOL, f"invalid symbol {symbol!r}")
+        limit: int = req.value("limit")
+        orders = call.exchange.engine.open_orders(call.account, symbol)
+        newest = orders[::-1][:limit]
+        return await call.once_durable(
+            [wire.open_order(pairs[o.symbol], o.snapshot()) for o in newest]
+        )
+
+    return open_orders
+
+
+open_orders = open_orders_of(OpenOrdersQuery)
 
 
 async def my_trades(call: Call) -> Any:
-    pair = pair_of(call)
-    limit = call.params.limit(100, 1000)
-    from_id = call.params.integer("fromId", minimum=0)
+    req = reading(call.params, MyTradesQuery)
+    pair = pair_of(call, req)
+    limit: int = req.value("limit")
+    from_id: int | None = req.value("fromId")
     await call.durable()
     rows = await call.state.read(
         call.exchange.store.account_trades, call.account, pair.symbol, limit, from_id
@@ -305,13 +341,13 @@ async def my_trades(call: Call) -> Any:
     return [wire.account_trade(pair, trade, call.account) for trade in rows]
 
 
-def time_window(call: Call) -> tuple[int, int]:
+def time_window(req: Reading, now: int) -> tuple[int, int]:
     """``startTime``..``endTime`` (inclusive) of a v3 history read: the last seven days
     without either, seven days from the one given, at most seven days with both."""
-    start = call.params.integer("startTime", minimum=0)
-    end = call.params.integer("endTime", minimum=0)
+    start: int | None = req.value("startTime")
+    end: int | None = req.value("endTime")
     if start is None:
-        end = call.now if end is None else end
+        end = now if end is None else end
         start = max(0, end - WINDOW_MS)
     elif end is None:
         end = start + WINDOW_MS
@@ -325,9 +361,10 @@ def time_window(call: Call) -> tuple[int, int]:
 async def _windowed(call: Call, read: Callable[..., list[Any]]) -> list[Any]:
     """A v3 history read: optional ``symbol``, ``limit`` (default 50, at most 100) and the
     time window, from the store once everything applied so far is committed."""
-    pair = pair_of(call) if call.params.present("symbol") else None
-    limit = call.params.limit(50, 100)
-    start, end = time_window(call)
+    req = reading(call.params, HistoryQuery)
+    pair = pair_of(call, req) if req.present("symbol") else None
+    limit: int = req.value("limit")
+    start, end = time_window(req, call.now)
     await call.durable()
     symbol = pair.symbol if pair else None
     return await call.state.read(read, call.account, symbol, start, end, limit)

@@ -45,6 +45,9 @@ class GatewaySpec:
     accounts: int = 200
     in_flight: int = 512
     """Commands the engine-ceiling flood keeps outstanding."""
+    flood_batch: int = 32
+    """Commands per message in the flood (a gateway sends those admitted in one event-loop
+    turn together)."""
     nats: str = "nats://127.0.0.1:4222"
 
 
@@ -183,7 +186,13 @@ def engine_ceiling(spec: GatewaySpec, work: Path) -> dict[str, Any]:
 
 async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> dict[str, Any]:
     from tradehall.cluster.link import connect
-    from tradehall.cluster.protocol import Forwarded, decode_answered, encode, wire_params
+    from tradehall.cluster.protocol import (
+        Commands,
+        Forwarded,
+        decode_answers,
+        encode,
+        wire_params,
+    )
 
     nc = await connect(spec.nats, "bench-flood")
     rng = random.Random(7)
@@ -195,7 +204,7 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     stop = measure_from + spec.duration
     count = 0
 
-    def command() -> bytes:
+    def command() -> Forwarded:
         nonlocal count
         count += 1
         side = rng.choice(("BUY", "SELL"))
@@ -207,19 +216,19 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
             "volume": f"0.{rng.randint(1, 9):03d}",
             "price": f"{20000 + ticks}.00",
         }
-        fwd = Forwarded(
+        return Forwarded(
             f"flood-{count}", "POST", "/spot/open/sapi/v1/order", wire_params(params),
-            rng.choice(keys), "127.0.0.1", int(time.time() * 1000),
+            rng.choice(keys), "127.0.0.1",
         )  # fmt: skip
-        return encode(fwd)
 
     async def worker() -> None:
         while (t0 := pc()) < stop:
-            msg = await nc.request(f"{subject}.cmd", command(), timeout=30)
+            batch = Commands([command() for _ in range(spec.flood_batch)], int(time.time() * 1e3))
+            msg = await nc.request(f"{subject}.cmd", encode(batch), timeout=30)
             t1 = pc()
             if measure_from <= t1 <= stop:
-                status = decode_answered(msg.data).status
-                statuses[status] = statuses.get(status, 0) + 1
+                for answer in decode_answers(msg.data):
+                    statuses[answer.status] = statuses.get(answer.status, 0) + 1
                 latencies.append(t1 - t0)
 
     cpu: list[float | None] = []
@@ -231,7 +240,8 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
         cpu.append(process_cpu_seconds(pid))
 
     try:
-        await asyncio.gather(window(), *(worker() for _ in range(spec.in_flight)))
+        workers = max(1, spec.in_flight // spec.flood_batch)
+        await asyncio.gather(window(), *(worker() for _ in range(workers)))
     finally:
         await nc.close()
     share = None

@@ -7,6 +7,11 @@ DEFAULT_SUBJECT = "tradehall"
 DEFAULT_TIMEOUT = 2.0
 """Seconds a gateway waits for the engine's answer (twice, the second time resending the
 same command id) before it answers 503 / -1001."""
+DEFAULT_BATCH_MAX = 128
+"""Commands a gateway worker sends the engine in one message at most."""
+DEFAULT_BATCH_DELAY = 0.0
+"""Seconds a gateway worker holds a command for others to join its message: 0 sends what
+was admitted in one event-loop turn together, at the end of the turn."""
 
 
 class LinkError(Exception):

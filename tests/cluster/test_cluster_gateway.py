@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from nats.aio.msg import Msg
@@ -48,8 +48,10 @@ def command(n: int) -> Forwarded:
 
 async def run(
     reply: Reply | None,
-    send: Callable[[Gateway], asyncio.Future[list[Answered]]],
-    **settings: float,
+    send: Callable[[Gateway], Awaitable[list[Answered]]],
+    *,
+    timeout: float = 2.0,
+    batch_max: int = 128,
 ) -> tuple[list[Answered], list[Commands]]:
     """What ``send`` gets through a gateway in front of ``reply`` (no engine when None),
     and the messages the engine received."""
@@ -67,7 +69,8 @@ async def run(
 
         await engine.subscribe(f"{subject}.cmd", cb=on_command)
         await engine.flush()
-    gateway = Gateway(NATS_URL, subject, limits=LimitSettings(enabled=False), **settings)
+    limits = LimitSettings(enabled=False)
+    gateway = Gateway(NATS_URL, subject, limits=limits, timeout=timeout, batch_max=batch_max)
     try:
         async with gateway.running():
             return await send(gateway), received
@@ -97,7 +100,7 @@ def test_commands_forwarded_in_turns_apart_travel_apart() -> None:
         await asyncio.sleep(0.05)
         return [await first, await gateway.forward(command(1))]
 
-    answers, received = asyncio.run(run(echo, apart))  # type: ignore[arg-type]
+    answers, received = asyncio.run(run(echo, apart))
     assert [a.body for a in answers] == [b"c-0", b"c-1"]
     assert [len(batch.commands) for batch in received] == [1, 1]
 

@@ -48,6 +48,8 @@ class GatewaySpec:
     flood_batch: int = 32
     """Commands per message in the flood (a gateway sends those admitted in one event-loop
     turn together)."""
+    batch_delay_ms: float = 0.0
+    """The gateways' ``--batch-delay-ms``."""
     nats: str = "nats://127.0.0.1:4222"
 
 
@@ -76,6 +78,7 @@ def topology(kind: str, spec: GatewaySpec, work: Path) -> Iterator[tuple[dict[st
         workers = int(kind.removeprefix("gw"))
         cmd = [python(), "-m", "tradehall", "gateway", "--port", "0", "--json", "--no-rate-limits"]
         cmd += ["--nats", spec.nats, "--engine-subject", subject, "--workers", str(workers)]
+        cmd += ["--batch-delay-ms", str(spec.batch_delay_ms)]
         gateway, info = start_announcing(cmd, work / "gateway.log", PING)
         procs.append(gateway)
         info["gateway_pid"] = gateway.pid
@@ -308,6 +311,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=GatewaySpec.duration)
     parser.add_argument("--accounts", type=int, default=GatewaySpec.accounts)
     parser.add_argument("--nats", default=GatewaySpec.nats)
+    parser.add_argument(
+        "--flood-batch",
+        type=int,
+        default=GatewaySpec.flood_batch,
+        help="Commands per message in the engine-ceiling flood.",
+    )
+    parser.add_argument(
+        "--batch-delay-ms",
+        type=float,
+        default=GatewaySpec.batch_delay_ms,
+        help="The gateways' --batch-delay-ms.",
+    )
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON.")
     parser.add_argument(
         "--latency",
@@ -316,7 +331,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     spec = GatewaySpec(
-        rounds=args.rounds, duration=args.duration, accounts=args.accounts, nats=args.nats
+        rounds=args.rounds,
+        duration=args.duration,
+        accounts=args.accounts,
+        nats=args.nats,
+        flood_batch=args.flood_batch,
+        batch_delay_ms=args.batch_delay_ms,
     )
     with tempfile.TemporaryDirectory(prefix="tradehall-bench-gw-work-") as work:
         if args.latency:

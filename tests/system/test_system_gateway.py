@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats.errors
 import pytest
+from nats.aio.client import Client as Nats
 
 import tradehall
 from support import (
@@ -346,10 +348,10 @@ def test_gateway_start_without_nats_is_a_clear_error() -> None:
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
 
-def own_nats(port: int, log: Path) -> subprocess.Popen[bytes]:
+def own_nats(port: int, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     """A NATS server of this test's own (the machine's shared one is not restarted)."""
     proc = subprocess.Popen(
-        [NATS_SERVER, "-a", "127.0.0.1", "-p", str(port), "-l", str(log)],
+        [NATS_SERVER, "-a", "127.0.0.1", "-p", str(port), "-l", str(log), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -471,3 +473,70 @@ def get(url: str, headers: dict[str, str]) -> tuple[int, Any]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
+
+
+async def until_listening(nc: Nats, subject: str) -> None:
+    """Once the engine answers on ``subject`` (it announces itself a moment before its NATS
+    subscriptions are made)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            assert decode_answers((await nc.request(subject, encode(Commands([], 0)))).data) == []
+            return
+        except nats.errors.NoRespondersError:
+            assert time.monotonic() < deadline, "the engine never listened"
+            await asyncio.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_answers_too_large_for_one_reply_are_asked_for_again(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    """NATS refuses messages over its maximum size: a reply whose answers would not fit
+    carries those that do, and an "ask again" marker for the others, which a resend of each
+    id alone then gets (from the window: nothing is applied twice)."""
+    if not Path(NATS_SERVER).exists():
+        pytest.skip("no nats-server binary to run a NATS of the test's own")
+    port = free_port()
+    config = tmp_path / "nats.conf"
+    config.write_text("max_payload: 16384\n")
+    nats = own_nats(port, tmp_path / "nats.log", "-c", str(config))
+    try:
+        url = f"nats://127.0.0.1:{port}"
+        engine = start_engine(tmp_path / "data", "small", "--demo", nats=url)
+        stopped.append(engine)
+        assert engine.demo is not None
+        key = engine.demo["apiKey"]
+        now = int(time.time() * 1000)
+        orders = [order_command(key, f"0.{n + 1:03d}") for n in range(45)]
+        listing = [
+            Forwarded(uuid.uuid4().hex, "GET", "/spot/open/sapi/v1/openOrders",
+                      wire_params({"symbol": SYMBOL, "limit": "100"}), key, "127.0.0.1")
+            for _ in range(3)
+        ]  # fmt: skip
+
+        async def send(*batches: Commands) -> list[list[Answered]]:
+            nc = await connect(url, "test")
+            try:
+                await until_listening(nc, "small.cmd")
+                replies = [await nc.request("small.cmd", encode(b), timeout=10) for b in batches]
+                return [decode_answers(reply.data) for reply in replies]
+            finally:
+                await nc.close()
+
+        placed, first = asyncio.run(send(Commands(orders, now), Commands(listing, now)))
+        assert {a.status for a in placed} == {200}
+        assert [a.status for a in first] == [200, 0, 0]  # the last two did not fit
+        assert 6200 < len(first[0].body) < 12000
+        alone = asyncio.run(send(*(Commands([c], now, attempt=2) for c in listing[1:])))
+        assert [a.status for (a,) in alone] == [200, 200]
+        assert all(a.body == first[0].body for (a,) in alone)  # no order placed meanwhile
+    finally:
+        nats.kill()
+        nats.wait(10)

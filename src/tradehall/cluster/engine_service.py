@@ -264,10 +264,12 @@ class EngineService:
             await self._answer(msg, self._settle(work))
 
     def _begin_all(self, batch: Commands, work: _Work) -> None:
-        slots = work.slots
+        slots, waiting, ids, done = work.slots, work.waiting, work.ids, work.done
         answers = self._answers
+        stale = batch.attempt > 1 and batch.first_sent < self.started
         for index, fwd in enumerate(batch.commands):
-            known = answers.get(fwd.id)
+            command_id = fwd.id
+            known = answers.get(command_id)
             if known is not None:
                 self.duplicates += 1
                 if type(known) is Answered:
@@ -276,14 +278,13 @@ class EngineService:
                     work.copies.append((index, *cast(_Running, known)))
                     slots.append(None)
                 continue
-            if batch.attempt > 1 and batch.first_sent < self.started:
+            if stale:
                 slots.append(self._outcome_unknown())
                 continue
-            answers[fwd.id] = (work.done, index)
-            work.ids.append((fwd.id, index))
+            answers[command_id] = (done, index)
+            ids.append((command_id, index))
             if len(answers) > self.window:
                 answers.popitem(last=False)
-            self.executed += 1
             started = self.begin(fwd)
             if isinstance(started, Response):
                 slots.append(answered(started))
@@ -293,12 +294,13 @@ class EngineService:
             except StopIteration as stop:
                 slots.append(answered(stop.value))
                 continue
-            if asyncio.isfuture(step):
+            if isinstance(step, asyncio.Future):
                 # What a task does with a future it is handed: the next command may await
                 # the same one (the commit), which asyncio refuses while the flag is set.
                 step._asyncio_future_blocking = False
             slots.append(None)
-            work.waiting.append((index, started, step))
+            waiting.append((index, started, step))
+        self.executed += len(ids)
 
     def _settle(self, work: _Work) -> list[Answered]:
         """The message's answers are all known: resends waiting get them, and the window
@@ -345,13 +347,15 @@ class EngineService:
         """Wait for what the started handlers wait for (without ever cancelling it: the
         commit's future is shared), then run each on, in order; one that waits again (a
         store read) goes on in a task of its own."""
-        blockers = {id(step): step for _, _, step in work.waiting if asyncio.isfuture(step)}
+        blockers = {
+            id(step): step for _, _, step in work.waiting if isinstance(step, asyncio.Future)
+        }
         if blockers:
             await asyncio.wait(blockers.values())
         rest: list[tuple[int, asyncio.Task[bytes | Response]]] = []
         loop = asyncio.get_running_loop()
         for index, coro, step in work.waiting:
-            if asyncio.isfuture(step):
+            if isinstance(step, asyncio.Future):
                 try:
                     step = coro.send(None)
                 except StopIteration as stop:

@@ -5,6 +5,7 @@ the same ids, an answer that did not fit is asked for again, no engine is a 503 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,7 +28,7 @@ from tradehall.cluster.protocol import (
 )
 from tradehall.config import LimitSettings
 
-Reply = Callable[[Commands, int], list[Answered] | None]
+Reply = Callable[[Commands, int], Awaitable[list[Answered] | None] | list[Answered] | None]
 """The stand-in engine: the answers to a message (its number given), or None to drop it."""
 
 
@@ -52,6 +53,7 @@ async def run(
     *,
     timeout: float = 2.0,
     batch_max: int = 128,
+    batch_delay: float = 0.0,
 ) -> tuple[list[Answered], list[Commands]]:
     """What ``send`` gets through a gateway in front of ``reply`` (no engine when None),
     and the messages the engine received."""
@@ -64,13 +66,22 @@ async def run(
             batch = decode_commands(msg.data)
             received.append(batch)
             answers = reply(batch, len(received))
+            if inspect.isawaitable(answers):
+                answers = await answers
             if answers is not None:
                 await msg.respond(encode(answers))
 
         await engine.subscribe(f"{subject}.cmd", cb=on_command)
         await engine.flush()
     limits = LimitSettings(enabled=False)
-    gateway = Gateway(NATS_URL, subject, limits=limits, timeout=timeout, batch_max=batch_max)
+    gateway = Gateway(
+        NATS_URL,
+        subject,
+        limits=limits,
+        timeout=timeout,
+        batch_max=batch_max,
+        batch_delay=batch_delay,
+    )
     try:
         async with gateway.running():
             return await send(gateway), received
@@ -103,6 +114,31 @@ def test_commands_forwarded_in_turns_apart_travel_apart() -> None:
     answers, received = asyncio.run(run(echo, apart))
     assert [a.body for a in answers] == [b"c-0", b"c-1"]
     assert [len(batch.commands) for batch in received] == [1, 1]
+
+
+def test_a_busy_worker_waits_for_more_an_idle_one_does_not() -> None:
+    """With ``batch_delay``: the first command goes at once (nothing in flight); those
+    forwarded while its message is in flight wait up to the delay, and go together."""
+
+    async def slow_first(batch: Commands, number: int) -> list[Answered]:
+        if number == 1:
+            await asyncio.sleep(0.3)
+        return echo(batch, number)
+
+    async def spread(gateway: Gateway) -> list[Answered]:
+        sent = time.monotonic()
+        first = gateway.forward(command(0))
+        await asyncio.sleep(0.02)
+        second = gateway.forward(command(1))
+        await asyncio.sleep(0.02)  # another turn, within the delay
+        third = gateway.forward(command(2))
+        answers = list(await asyncio.gather(first, second, third))
+        assert time.monotonic() - sent < 2
+        return answers
+
+    answers, received = asyncio.run(run(slow_first, spread, batch_delay=0.15))
+    assert [a.body for a in answers] == [b"c-0", b"c-1", b"c-2"]
+    assert [[c.id for c in batch.commands] for batch in received] == [["c-0"], ["c-1", "c-2"]]
 
 
 def test_a_lost_answer_resends_the_same_ids_once() -> None:

@@ -221,8 +221,9 @@ class Gateway:
 
     def forward(self, fwd: Forwarded) -> asyncio.Future[Answered]:
         """The engine's answer to ``fwd``, which goes with the others forwarded in this
-        event-loop turn (or within ``batch_delay``), up to ``batch_max`` commands and NATS's
-        maximum message size, in one message."""
+        event-loop turn in one message, up to ``batch_max`` commands and NATS's maximum
+        message size. While messages are in flight (the worker is busy), it waits up to
+        ``batch_delay`` for more to join it; an idle worker sends at the end of the turn."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Answered] = loop.create_future()
         if self.nc is None:
@@ -237,7 +238,7 @@ class Gateway:
         if len(self._queue) >= self.batch_max:
             self._flush()
         elif self._flush_at is None:
-            if self.batch_delay > 0:
+            if self.batch_delay > 0 and self._sending:
                 self._flush_at = loop.call_later(self.batch_delay, self._flush)
             else:
                 self._flush_at = loop.call_soon(self._flush)

@@ -5,6 +5,13 @@ engine process's own ceiling (pre-admitted placement commands flooded over NATS,
     python -m bench.gateway                  # 3 alternated rounds, 4 s windows
     python -m bench.gateway --rounds 5 --duration 6 --out gateway.json
     python -m bench.gateway --latency        # open-loop p50/p99 at 50 % and 80 % of each max
+    python -m bench.gateway --flood-batch 8  # the ceiling with smaller messages
+    python -m bench.gateway --batch-delay-ms 0   # gateways send only what one turn admitted
+
+The flood sends commands as gateways do, several to a NATS message (``Commands``), 512 in
+flight in messages of ``--flood-batch`` (default 32: what a few busy gateway workers send);
+the engine's CPU per placement is the whole process's, its event loop and its writer thread.
+The gateways run with ``--batch-delay-ms`` (default as in the gateway: 0.5).
 
 Needs NATS on --nats (default nats://127.0.0.1:4222). Nothing is pinned: on a small machine the
 engine, the gateways, NATS and the load generator share the cores, so a round's figure depends
@@ -31,6 +38,7 @@ from typing import Any
 from bench.common import kill, machine, process_cpu_seconds, python
 from bench.loadgen import TARGET_FRACTION
 from bench.wire import WireSpec, create_accounts, loadgen, start_announcing
+from tradehall.cluster import DEFAULT_BATCH_DELAY
 
 PING = "/spot/open/sapi/v1/ping"
 NO_PINNING = {"pinned": False, "server": [], "loadgen": []}
@@ -48,7 +56,7 @@ class GatewaySpec:
     flood_batch: int = 32
     """Commands per message in the flood (a gateway sends those admitted in one event-loop
     turn together)."""
-    batch_delay_ms: float = 0.0
+    batch_delay_ms: float = DEFAULT_BATCH_DELAY * 1000
     """The gateways' ``--batch-delay-ms``."""
     nats: str = "nats://127.0.0.1:4222"
 

@@ -63,11 +63,12 @@ GC_YOUNG_THRESHOLD = 10_000
 def tune_gc() -> None:
     """The engine process's heap is large and long-lived (books, orders, keys, the answers
     window) and its commands leave few reference cycles. Python's default thresholds start a
-    young collection every 700 allocations and, every 100 of those, a full one that walks the
-    whole heap: under a flood of placements that was a third of the event loop's time (35 of
-    ~100 us per command in profiles, with pauses of tens of ms). Everything alive once the
-    exchange is recovered is frozen (never walked again), and young collections are rarer;
-    garbage cycles are still collected, later."""
+    young collection every 700 allocations and, now and then, a full one that walks the
+    whole heap: under a flood of placements that cost ~10 us per placement and pauses of
+    tens of ms (docs/deployment.md). Young collections are made rarer (garbage cycles are
+    still collected, later), and what is alive when the service starts is frozen (never
+    walked again): the recovered exchange already is (``server.recover_for_serving``), this
+    adds what came after it (the app, the demo account, the NATS client)."""
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)

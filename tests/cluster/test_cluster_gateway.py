@@ -174,6 +174,26 @@ def test_an_answer_that_did_not_fit_is_asked_for_again_alone() -> None:
     assert again.attempt == 2  # a resend: the engine answers it from its window
 
 
+def test_an_answer_asked_for_again_in_vain_fails_alone() -> None:
+    def too_large_then_lost(batch: Commands, number: int) -> list[Answered] | None:
+        if number > 1:
+            return None  # the ask-again and its resend get no answer
+        answers = echo(batch, number)
+        answers[1] = ASK_AGAIN
+        return answers
+
+    async def each(gateway: Gateway) -> list[Answered]:
+        futures = [gateway.forward(command(n)) for n in range(3)]
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        assert isinstance(outcomes[1], ApiError) and outcomes[1].code == -1001
+        return [o for o in outcomes if isinstance(o, Answered)]
+
+    answers, received = asyncio.run(run(too_large_then_lost, each, timeout=0.2))
+    assert [a.body for a in answers] == [b"c-0", b"c-2"]
+    sent = [[c.id for c in b.commands] for b in received]
+    assert sent == [["c-0", "c-1", "c-2"], ["c-1"], ["c-1"]]
+
+
 def test_no_engine_is_a_503_at_once() -> None:
     started = time.monotonic()
     with pytest.raises(ApiError) as refused:

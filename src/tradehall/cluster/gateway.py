@@ -230,7 +230,7 @@ class Gateway:
             future.set_exception(engine_unreachable("not connected to NATS"))
             return future
         data = encode(fwd)
-        if self._queued and self._queued_bytes + len(data) > self._max_bytes():
+        if self._queue and self._queued_bytes + len(data) > self._max_bytes():
             self._flush()
         self._queue.append(msgspec.Raw(data))
         self._waiters.append(future)
@@ -243,10 +243,6 @@ class Gateway:
             else:
                 self._flush_at = loop.call_soon(self._flush)
         return future
-
-    @property
-    def _queued(self) -> int:
-        return len(self._queue)
 
     def _max_bytes(self) -> int:
         size = self.nc.max_payload if self.nc is not None else 0
@@ -270,16 +266,17 @@ class Gateway:
         first_sent = self._clock()
         try:
             answers = await self.request(commands, first_sent)
-            for index, answer in enumerate(answers):
-                if answer.status == ASK_AGAIN.status:  # did not fit in the reply
-                    (answers[index],) = await self.request([commands[index]], first_sent, 2)
         except Exception as exc:
-            error = exc if isinstance(exc, ApiError) else engine_unreachable(type(exc).__name__)
             for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_exception(error)
+                _fail(waiter, exc)
             return
-        for waiter, answer in zip(waiters, answers, strict=True):
+        for command, waiter, answer in zip(commands, waiters, answers, strict=True):
+            if answer.status == ASK_AGAIN.status:  # did not fit in the reply: alone, it does
+                try:
+                    (answer,) = await self.request([command], first_sent, 2)
+                except Exception as exc:
+                    _fail(waiter, exc)
+                    continue
             if not waiter.done():
                 waiter.set_result(answer)
 
@@ -308,6 +305,13 @@ class Gateway:
                 raise engine_unreachable("an answer that does not match the request")
             return answers
         raise engine_unreachable("no answer in time")
+
+
+def _fail(waiter: asyncio.Future[Answered], exc: Exception) -> None:
+    if not waiter.done():
+        waiter.set_exception(
+            exc if isinstance(exc, ApiError) else engine_unreachable(type(exc).__name__)
+        )
 
 
 def create_gateway_app(gateway: Gateway) -> App:

@@ -11,7 +11,7 @@ engine process's own ceiling (pre-admitted placement commands flooded over NATS,
 The flood sends commands as gateways do, several to a NATS message (``Commands``), 512 in
 flight in messages of ``--flood-batch`` (default 32: what a few busy gateway workers send);
 the engine's CPU per placement is the whole process's, its event loop and its writer thread.
-The gateways run with ``--batch-delay-ms`` (default as in the gateway: 0.5).
+The gateways run with ``--batch-delay-ms`` (default as in the gateway: 0).
 
 Needs NATS on --nats (default nats://127.0.0.1:4222). Nothing is pinned: on a small machine the
 engine, the gateways, NATS and the load generator share the cores, so a round's figure depends

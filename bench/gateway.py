@@ -5,6 +5,13 @@ engine process's own ceiling (pre-admitted placement commands flooded over NATS,
     python -m bench.gateway                  # 3 alternated rounds, 4 s windows
     python -m bench.gateway --rounds 5 --duration 6 --out gateway.json
     python -m bench.gateway --latency        # open-loop p50/p99 at 50 % and 80 % of each max
+    python -m bench.gateway --flood-batch 8  # the ceiling with smaller messages
+    python -m bench.gateway --batch-delay-ms 0   # gateways send only what one turn admitted
+
+The flood sends commands as gateways do, several to a NATS message (``Commands``), 512 in
+flight in messages of ``--flood-batch`` (default 32: what a few busy gateway workers send);
+the engine's CPU per placement is the whole process's, its event loop and its writer thread.
+The gateways run with ``--batch-delay-ms`` (default as in the gateway: 0).
 
 Needs NATS on --nats (default nats://127.0.0.1:4222). Nothing is pinned: on a small machine the
 engine, the gateways, NATS and the load generator share the cores, so a round's figure depends
@@ -31,6 +38,7 @@ from typing import Any
 from bench.common import kill, machine, process_cpu_seconds, python
 from bench.loadgen import TARGET_FRACTION
 from bench.wire import WireSpec, create_accounts, loadgen, start_announcing
+from tradehall.cluster import DEFAULT_BATCH_DELAY
 
 PING = "/spot/open/sapi/v1/ping"
 NO_PINNING = {"pinned": False, "server": [], "loadgen": []}
@@ -45,6 +53,11 @@ class GatewaySpec:
     accounts: int = 200
     in_flight: int = 512
     """Commands the engine-ceiling flood keeps outstanding."""
+    flood_batch: int = 32
+    """Commands per message in the flood (a gateway sends those admitted in one event-loop
+    turn together)."""
+    batch_delay_ms: float = DEFAULT_BATCH_DELAY * 1000
+    """The gateways' ``--batch-delay-ms``."""
     nats: str = "nats://127.0.0.1:4222"
 
 
@@ -73,6 +86,7 @@ def topology(kind: str, spec: GatewaySpec, work: Path) -> Iterator[tuple[dict[st
         workers = int(kind.removeprefix("gw"))
         cmd = [python(), "-m", "tradehall", "gateway", "--port", "0", "--json", "--no-rate-limits"]
         cmd += ["--nats", spec.nats, "--engine-subject", subject, "--workers", str(workers)]
+        cmd += ["--batch-delay-ms", str(spec.batch_delay_ms)]
         gateway, info = start_announcing(cmd, work / "gateway.log", PING)
         procs.append(gateway)
         info["gateway_pid"] = gateway.pid
@@ -183,7 +197,13 @@ def engine_ceiling(spec: GatewaySpec, work: Path) -> dict[str, Any]:
 
 async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> dict[str, Any]:
     from tradehall.cluster.link import connect
-    from tradehall.cluster.protocol import Forwarded, decode_answered, encode, wire_params
+    from tradehall.cluster.protocol import (
+        Commands,
+        Forwarded,
+        decode_answers,
+        encode,
+        wire_params,
+    )
 
     nc = await connect(spec.nats, "bench-flood")
     rng = random.Random(7)
@@ -195,7 +215,7 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     stop = measure_from + spec.duration
     count = 0
 
-    def command() -> bytes:
+    def command() -> Forwarded:
         nonlocal count
         count += 1
         side = rng.choice(("BUY", "SELL"))
@@ -207,19 +227,19 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
             "volume": f"0.{rng.randint(1, 9):03d}",
             "price": f"{20000 + ticks}.00",
         }
-        fwd = Forwarded(
+        return Forwarded(
             f"flood-{count}", "POST", "/spot/open/sapi/v1/order", wire_params(params),
-            rng.choice(keys), "127.0.0.1", int(time.time() * 1000),
+            rng.choice(keys), "127.0.0.1",
         )  # fmt: skip
-        return encode(fwd)
 
     async def worker() -> None:
         while (t0 := pc()) < stop:
-            msg = await nc.request(f"{subject}.cmd", command(), timeout=30)
+            batch = Commands([command() for _ in range(spec.flood_batch)], int(time.time() * 1e3))
+            msg = await nc.request(f"{subject}.cmd", encode(batch), timeout=30)
             t1 = pc()
             if measure_from <= t1 <= stop:
-                status = decode_answered(msg.data).status
-                statuses[status] = statuses.get(status, 0) + 1
+                for answer in decode_answers(msg.data):
+                    statuses[answer.status] = statuses.get(answer.status, 0) + 1
                 latencies.append(t1 - t0)
 
     cpu: list[float | None] = []
@@ -231,7 +251,8 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
         cpu.append(process_cpu_seconds(pid))
 
     try:
-        await asyncio.gather(window(), *(worker() for _ in range(spec.in_flight)))
+        workers = max(1, spec.in_flight // spec.flood_batch)
+        await asyncio.gather(window(), *(worker() for _ in range(workers)))
     finally:
         await nc.close()
     share = None
@@ -298,6 +319,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=GatewaySpec.duration)
     parser.add_argument("--accounts", type=int, default=GatewaySpec.accounts)
     parser.add_argument("--nats", default=GatewaySpec.nats)
+    parser.add_argument(
+        "--flood-batch",
+        type=int,
+        default=GatewaySpec.flood_batch,
+        help="Commands per message in the engine-ceiling flood.",
+    )
+    parser.add_argument(
+        "--batch-delay-ms",
+        type=float,
+        default=GatewaySpec.batch_delay_ms,
+        help="The gateways' --batch-delay-ms.",
+    )
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON.")
     parser.add_argument(
         "--latency",
@@ -306,7 +339,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     spec = GatewaySpec(
-        rounds=args.rounds, duration=args.duration, accounts=args.accounts, nats=args.nats
+        rounds=args.rounds,
+        duration=args.duration,
+        accounts=args.accounts,
+        nats=args.nats,
+        flood_batch=args.flood_batch,
+        batch_delay_ms=args.batch_delay_ms,
     )
     with tempfile.TemporaryDirectory(prefix="tradehall-bench-gw-work-") as work:
         if args.latency:

@@ -23,7 +23,14 @@ import typer
 from tradehall import __version__, sandbox, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
-from tradehall.cluster import DEFAULT_NATS_URL, DEFAULT_SUBJECT, DEFAULT_TIMEOUT, LinkError
+from tradehall.cluster import (
+    DEFAULT_BATCH_DELAY,
+    DEFAULT_BATCH_MAX,
+    DEFAULT_NATS_URL,
+    DEFAULT_SUBJECT,
+    DEFAULT_TIMEOUT,
+    LinkError,
+)
 from tradehall.codes import Code, Reject
 from tradehall.config import Config, ConfigError, load_config
 from tradehall.datadir import DataDir, DataDirBusy
@@ -379,6 +386,18 @@ def gateway(
     timeout: Annotated[
         float, typer.Option(min=0.05, help="Seconds to wait for the engine's answer.")
     ] = DEFAULT_TIMEOUT,
+    batch_max: Annotated[
+        int, typer.Option(min=1, max=4096, help="Commands per message to the engine, at most.")
+    ] = DEFAULT_BATCH_MAX,
+    batch_delay_ms: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=100,
+            help="Milliseconds a command waits for others to join its message"
+            " (0: those admitted in one event-loop turn go together).",
+        ),
+    ] = DEFAULT_BATCH_DELAY * 1000,
     config: ConfigOpt = None,
     no_rate_limits: Annotated[
         bool, typer.Option("--no-rate-limits", help="Switch rate limits off.")
@@ -403,6 +422,8 @@ def gateway(
                 timeout=timeout,
                 max_ahead_ms=cfg.server.max_clock_ahead_ms,
                 websocket=cfg.websocket,
+                batch_max=batch_max,
+                batch_delay=batch_delay_ms / 1000,
             )
 
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):

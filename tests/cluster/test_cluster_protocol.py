@@ -6,13 +6,20 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tradehall.cluster.protocol import (
+    ASK_AGAIN,
+    Answered,
+    Commands,
     Forwarded,
     KeyInfo,
     KeySet,
+    PackedCommands,
+    decode_answers,
+    decode_commands,
     decode_forwarded,
     decode_keys,
     encode,
@@ -50,12 +57,30 @@ def same(a: Any, b: Any) -> bool:
 
 @given(st.dictionaries(st.text(max_size=12), values, max_size=6))
 def test_parameters_travel_unchanged(params: dict[str, Any]) -> None:
-    sent = Forwarded(
-        "id-1", "POST", "/spot/open/sapi/v1/order", wire_params(params), None, "::1", 5
-    )
+    sent = Forwarded("id-1", "POST", "/spot/open/sapi/v1/order", wire_params(params), None, "::1")
     received = decode_forwarded(encode(sent))
     assert same(received.params, params)
-    assert (received.id, received.attempt, received.first_sent) == ("id-1", 1, 5)
+    assert received.id == "id-1"
+
+
+def test_a_batch_as_a_gateway_packs_it_is_the_commands_in_order() -> None:
+    """A gateway encodes each command once, when admitted, and packs the bytes; the engine
+    decodes the message as the list of commands."""
+    sent = [
+        Forwarded(f"id-{n}", "POST", "/p", wire_params({"n": Decimal(n)}), "k", "::1")
+        for n in range(3)
+    ]
+    packed = PackedCommands([msgspec.Raw(encode(fwd)) for fwd in sent], 5, 2)
+    received = decode_commands(encode(packed))
+    assert [c.id for c in received.commands] == ["id-0", "id-1", "id-2"]
+    assert [c.params["n"] for c in received.commands] == [Decimal(0), Decimal(1), Decimal(2)]
+    assert (received.first_sent, received.attempt) == (5, 2)
+    assert received == decode_commands(encode(Commands(sent, 5, 2)))
+
+
+def test_answers_travel_in_order() -> None:
+    sent = [Answered(200, b"{}"), Answered(429, b"x", (("Retry-After", "1"),)), ASK_AGAIN]
+    assert decode_answers(encode(sent)) == sent
 
 
 def test_keys_travel_with_their_allow_lists() -> None:

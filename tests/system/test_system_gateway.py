@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats.errors
 import pytest
+from nats.aio.client import Client as Nats
 
 import tradehall
 from support import (
@@ -36,6 +38,15 @@ from support import (
 )
 from tradehall.client import AdminClient, ApiError, Client
 from tradehall.client.signing import request_path_for_signing, sign, signature_payload
+from tradehall.cluster.link import connect
+from tradehall.cluster.protocol import (
+    Answered,
+    Commands,
+    Forwarded,
+    decode_answers,
+    encode,
+    wire_params,
+)
 from tradehall.datadir import DataDir
 
 SYMBOL = "BTCUSDT"
@@ -234,60 +245,93 @@ def test_a_gateway_killed_leaves_the_others_clients_alone(
     assert len(survivor.open_orders(SYMBOL)) == 11
 
 
-def test_a_command_sent_twice_is_applied_once(tmp_path: Path, stopped: list[ServerProcess]) -> None:
-    from tradehall.cluster.link import connect
-    from tradehall.cluster.protocol import Forwarded, decode_answered, encode, wire_params
+def order_command(api_key: str, volume: str = "0.01", symbol: str = SYMBOL) -> Forwarded:
+    params = {"symbol": symbol, "side": "BUY", "type": "LIMIT", "volume": volume, "price": "20000"}
+    return Forwarded(
+        uuid.uuid4().hex, "POST", "/spot/open/sapi/v1/order", wire_params(params), api_key,
+        "127.0.0.1",
+    )  # fmt: skip
 
+
+def send_batches(subject: str, *batches: Commands, together: bool = False) -> list[list[Answered]]:
+    """The engine's answers to each message (sent at once when ``together``, else in turn)."""
+
+    async def send() -> list[list[Answered]]:
+        nc = await connect(NATS_URL, "test")
+        try:
+            requests = [nc.request(f"{subject}.cmd", encode(b), timeout=10) for b in batches]
+            if together:
+                replies = await asyncio.gather(*requests)
+            else:
+                replies = [await request for request in requests]
+            return [decode_answers(reply.data) for reply in replies]
+        finally:
+            await nc.close()
+
+    return asyncio.run(send())
+
+
+def test_a_command_sent_twice_is_applied_once(tmp_path: Path, stopped: list[ServerProcess]) -> None:
     subject = f"test-{uuid.uuid4().hex}"
     found = split(tmp_path / "data", subject)
     stopped.extend(found.processes)
     client = found.client()
     now = int(time.time() * 1000)
-    command = Forwarded(
-        uuid.uuid4().hex,
-        "POST",
-        "/spot/open/sapi/v1/order",
-        wire_params({"symbol": SYMBOL, "side": "BUY", "type": "LIMIT", "volume": "0.01",
-                     "price": "20000"}),
-        found.demo["apiKey"],
-        "127.0.0.1",
-        now,
-    )  # fmt: skip
-    resent = msgspec.structs.replace(command, attempt=2)
-
-    async def send() -> list[bytes]:
-        nc = await connect(NATS_URL, "test")
-        try:
-            subject_cmd = f"{subject}.cmd"
-            # Twice at once (the second while the first waits for its commit), then again.
-            together = await asyncio.gather(
-                nc.request(subject_cmd, encode(command), timeout=10),
-                nc.request(subject_cmd, encode(command), timeout=10),
-            )
-            later = await nc.request(subject_cmd, encode(resent), timeout=10)
-            return [m.data for m in (*together, later)]
-        finally:
-            await nc.close()
-
-    answers = [decode_answered(data) for data in asyncio.run(send())]
+    command = order_command(found.demo["apiKey"])
+    batch = Commands([command], now)
+    # Twice at once (the second while the first waits for its commit), then again.
+    together = send_batches(subject, batch, batch, together=True)
+    (later,) = send_batches(subject, msgspec.structs.replace(batch, attempt=2))
+    answers = [answer for answers in (*together, later) for answer in answers]
     assert {a.status for a in answers} == {200}
     assert answers[0].body == answers[1].body == answers[2].body
     assert len(client.open_orders(SYMBOL)) == 1
 
     # A resend of an id this engine never saw, first sent before it started: the engine
     # before it may have applied it, so it is refused rather than applied (maybe) twice.
-    orphan = msgspec.structs.replace(command, id=uuid.uuid4().hex, first_sent=0, attempt=2)
-
-    async def send_orphan() -> bytes:
-        nc = await connect(NATS_URL, "test")
-        try:
-            return (await nc.request(f"{subject}.cmd", encode(orphan), timeout=10)).data
-        finally:
-            await nc.close()
-
-    refused = decode_answered(asyncio.run(send_orphan()))
+    orphan = Commands([order_command(found.demo["apiKey"])], 0, attempt=2)
+    ((refused,),) = send_batches(subject, orphan)
     assert refused.status == 503 and msgspec.json.decode(refused.body)["code"] == -1001
     assert len(client.open_orders(SYMBOL)) == 1
+
+
+def test_a_batch_is_applied_in_order_each_command_once(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    """One message of several commands: applied in order, each answered in its place; one
+    refused leaves the others alone; an id twice in it, or in a resend of the whole message
+    after a lost answer, is applied once."""
+    subject = f"test-{uuid.uuid4().hex}"
+    found = split(tmp_path / "data", subject)
+    stopped.extend(found.processes)
+    client = found.client()
+    key = found.demo["apiKey"]
+    first, bad, second = (
+        order_command(key, "0.01"),
+        order_command(key, "1.2.3"),
+        order_command(key, "0.02"),
+    )
+    place_only = order_command(key, "0.03")
+    unknown_pair = order_command(key, "0.01", symbol="NOPEUSDT")
+    batch = Commands([first, bad, second, first, unknown_pair, place_only], int(time.time() * 1000))
+    (answers,) = send_batches(subject, batch)
+    assert [a.status for a in answers] == [200, 400, 200, 200, 400, 200]
+    bodies = [msgspec.json.decode(a.body) for a in answers]
+    assert bodies[1]["code"] == -1102 and bodies[4]["code"] == -1121
+    assert answers[3].body == answers[0].body  # the same id twice: one order, one answer
+    ids = [bodies[i]["orderId"] for i in (0, 2, 5)]
+    assert ids == sorted(ids) and len(set(ids)) == 3  # applied in the message's order
+    # The answer lost: the gateway resends the message; nothing is applied again.
+    (again,) = send_batches(subject, msgspec.structs.replace(batch, attempt=2))
+    assert [a.body for a in again] == [a.body for a in answers]
+    resting = client.open_orders(SYMBOL)
+    assert sorted(o["orderId"] for o in resting) == sorted(ids)
+    assert sorted(o["origQty"] for o in resting) == ["0.010000", "0.020000", "0.030000"]
+    # A later message that repeats one of them among new ones: only the new one is applied.
+    fresh = order_command(key, "0.04")
+    (mixed,) = send_batches(subject, Commands([second, fresh], int(time.time() * 1000)))
+    assert mixed[0].body == answers[2].body and mixed[1].status == 200
+    assert len(client.open_orders(SYMBOL)) == 4
 
 
 def test_gateway_start_without_nats_is_a_clear_error() -> None:
@@ -304,10 +348,10 @@ def test_gateway_start_without_nats_is_a_clear_error() -> None:
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
 
-def own_nats(port: int, log: Path) -> subprocess.Popen[bytes]:
+def own_nats(port: int, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     """A NATS server of this test's own (the machine's shared one is not restarted)."""
     proc = subprocess.Popen(
-        [NATS_SERVER, "-a", "127.0.0.1", "-p", str(port), "-l", str(log)],
+        [NATS_SERVER, "-a", "127.0.0.1", "-p", str(port), "-l", str(log), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -429,3 +473,70 @@ def get(url: str, headers: dict[str, str]) -> tuple[int, Any]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
+
+
+async def until_listening(nc: Nats, subject: str) -> None:
+    """Once the engine answers on ``subject`` (it announces itself a moment before its NATS
+    subscriptions are made)."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            assert decode_answers((await nc.request(subject, encode(Commands([], 0)))).data) == []
+            return
+        except nats.errors.NoRespondersError:
+            assert time.monotonic() < deadline, "the engine never listened"
+            await asyncio.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_answers_too_large_for_one_reply_are_asked_for_again(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    """NATS refuses messages over its maximum size: a reply whose answers would not fit
+    carries those that do, and an "ask again" marker for the others, which a resend of each
+    id alone then gets (from the window: nothing is applied twice)."""
+    if not Path(NATS_SERVER).exists():
+        pytest.skip("no nats-server binary to run a NATS of the test's own")
+    port = free_port()
+    config = tmp_path / "nats.conf"
+    config.write_text("max_payload: 16384\n")
+    nats = own_nats(port, tmp_path / "nats.log", "-c", str(config))
+    try:
+        url = f"nats://127.0.0.1:{port}"
+        engine = start_engine(tmp_path / "data", "small", "--demo", nats=url)
+        stopped.append(engine)
+        assert engine.demo is not None
+        key = engine.demo["apiKey"]
+        now = int(time.time() * 1000)
+        orders = [order_command(key, f"0.{n + 1:03d}") for n in range(45)]
+        listing = [
+            Forwarded(uuid.uuid4().hex, "GET", "/spot/open/sapi/v1/openOrders",
+                      wire_params({"symbol": SYMBOL, "limit": "100"}), key, "127.0.0.1")
+            for _ in range(3)
+        ]  # fmt: skip
+
+        async def send(*batches: Commands) -> list[list[Answered]]:
+            nc = await connect(url, "test")
+            try:
+                await until_listening(nc, "small.cmd")
+                replies = [await nc.request("small.cmd", encode(b), timeout=10) for b in batches]
+                return [decode_answers(reply.data) for reply in replies]
+            finally:
+                await nc.close()
+
+        placed, first = asyncio.run(send(Commands(orders, now), Commands(listing, now)))
+        assert {a.status for a in placed} == {200}
+        assert [a.status for a in first] == [200, 0, 0]  # the last two did not fit
+        assert 6200 < len(first[0].body) < 12000
+        alone = asyncio.run(send(*(Commands([c], now, attempt=2) for c in listing[1:])))
+        assert [a.status for (a,) in alone] == [200, 200]
+        assert all(a.body == first[0].body for (a,) in alone)  # no order placed meanwhile
+    finally:
+        nats.kill()
+        nats.wait(10)

@@ -7,6 +7,13 @@ DEFAULT_SUBJECT = "tradehall"
 DEFAULT_TIMEOUT = 2.0
 """Seconds a gateway waits for the engine's answer (twice, the second time resending the
 same command id) before it answers 503 / -1001."""
+DEFAULT_BATCH_MAX = 128
+"""Commands a gateway worker sends the engine in one message at most."""
+DEFAULT_BATCH_DELAY = 0.0
+"""Seconds a busy gateway worker (messages in flight) holds a command for others to join its
+message; what was admitted in one event-loop turn goes together in any case, and an idle
+worker sends at the end of the turn. 0: an interleaved A/B found no gain in 0.5 ms
+(docs/deployment.md)."""
 
 
 class LinkError(Exception):

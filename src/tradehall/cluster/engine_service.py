@@ -1,6 +1,7 @@
-"""The engine process's side of NATS: it takes requests gateways admitted, runs their
-endpoint's handler (state checks, apply, commit, render) and answers once the commit is done;
-it hands gateways the API keys and tells them of every key change.
+"""The engine process's side of NATS: it takes the requests gateways admitted, in messages
+of several commands, runs their endpoint's handlers in order (state checks, apply, commit,
+render) and answers each message once its commands are committed; it hands gateways the API
+keys and tells them of every key change.
 
 Commands are de-duplicated by id: a resend (a gateway's retry after a lost answer, NATS
 redelivering after a restart) of an id seen in the last ``window`` commands gets the first
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import gc
 import logging
+import types
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable
+from typing import Any, TypeVar, cast
 
 import msgspec
 from nats.aio.client import Client as Nats
@@ -25,16 +29,18 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Scope
 
 from tradehall.api.app import client_routes, wall_clock_ms
-from tradehall.api.errors import ApiError
+from tradehall.api.errors import ApiError, error_response
 from tradehall.api.http import AppState, EndpointSpec, execute, failure_response, spec_of
 from tradehall.api.params import Params
 from tradehall.cluster.link import connect
 from tradehall.cluster.protocol import (
+    ASK_AGAIN,
     Answered,
+    Commands,
     Forwarded,
     KeyInfo,
     KeySet,
-    decode_forwarded,
+    decode_commands,
     encode,
 )
 from tradehall.codes import Code
@@ -43,9 +49,29 @@ from tradehall.store.batch import Batch
 
 log = logging.getLogger("tradehall.engine")
 
+T = TypeVar("T")
+
 DEFAULT_WINDOW = 100_000
 """Recent command ids kept for de-duplication (a few seconds of traffic at full load, far
 more than a gateway's retry takes)."""
+
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations (net) between two young-generation collections, instead of Python's 700."""
+
+
+def tune_gc() -> None:
+    """The engine process's heap is large and long-lived (books, orders, keys, the answers
+    window) and its commands leave few reference cycles. Python's default thresholds start a
+    young collection every 700 allocations and, now and then, a full one that walks the
+    whole heap: under a flood of placements that cost ~10 us per placement and pauses of
+    tens of ms (docs/deployment.md). Young collections are made rarer (garbage cycles are
+    still collected, later), and what is alive when the service starts is frozen (never
+    walked again): the recovered exchange already is (``server.recover_for_serving``), this
+    adds what came after it (the app, the demo account, the NATS client)."""
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
 def endpoint_table(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], EndpointSpec]:
@@ -66,15 +92,77 @@ async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
+REPLY_MARGIN = 4096
+"""Bytes of NATS's maximum message size kept for the reply's subject and headers."""
+
+TOO_LARGE = 500
+
+
+_Running = tuple[asyncio.Future[list[Answered]], int]
+
+
+@dataclasses.dataclass(slots=True)
+class _Work:
+    """A message's commands on their way: its answers (None until known), the handlers
+    still running (index, coroutine, what it waits for) and the resent ids (index, the
+    future of the message that first had the id, its place there)."""
+
+    msg: Msg
+    done: asyncio.Future[list[Answered]]
+    slots: list[Answered | None]
+    waiting: list[tuple[int, Coroutine[Any, Any, bytes | Response], Any]] = dataclasses.field(
+        default_factory=list
+    )
+    copies: list[tuple[int, asyncio.Future[list[Answered]], int]] = dataclasses.field(
+        default_factory=list
+    )
+    ids: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    """The ids this message put in the window, with their places."""
+
+    def fail(self, state: AppState, exc: BaseException) -> None:
+        """What is not answered yet gets the error (a resend waiting on it included)."""
+        error = exc if isinstance(exc, Exception) else RuntimeError(type(exc).__name__)
+        for index, slot in enumerate(self.slots):
+            if slot is None:
+                self.slots[index] = answered(failure_response(state, error, {}))
+
+
+@types.coroutine
+def _go_on(coro: Coroutine[Any, Any, T], step: Any) -> Generator[Any, None, T]:
+    """The rest of a started coroutine that yielded ``step`` (what it waits for), for a
+    task to run: the task waits for ``step``, then the coroutine carries on."""
+    yield step
+    result: T = yield from coro.__await__()
+    return result
+
+
+def _answer_of(first: asyncio.Future[list[Answered]], at: int) -> Answered:
+    return first.result()[at]
+
+
+def _fit(answers: list[Answered], limit: int) -> list[Answered]:
+    """``answers`` with the ones that overflow ``limit`` bytes, in order, replaced by
+    ``ASK_AGAIN`` (a lone answer too large for any message becomes a 500)."""
+    if len(answers) == 1:
+        msg = f"the answer is larger than NATS's maximum message size ({limit} bytes)"
+        return [answered(error_response(Code.UNKNOWN, msg, TOO_LARGE))]
+    fitted = []
+    size = 16
+    for answer in answers:
+        size += len(answer.body) + sum(len(n) + len(v) + 8 for n, v in answer.headers) + 16
+        fitted.append(answer if size <= limit else ASK_AGAIN)
+    return fitted
+
+
 def answered(out: bytes | Response) -> Answered:
     if type(out) is bytes:
         return Answered(200, out)
     assert isinstance(out, Response)
-    headers = [
+    headers = tuple(
         (name.decode("latin-1"), value.decode("latin-1"))
         for name, value in out.raw_headers
         if name not in (b"content-length", b"content-type")
-    ]
+    )
     return Answered(out.status_code, bytes(out.body), headers)
 
 
@@ -96,7 +184,9 @@ class EngineService:
         self.table = endpoint_table(client_routes())
         self.nc: Nats | None = None
         self._commands: Subscription | None = None
-        self._answers: OrderedDict[str, asyncio.Future[bytes]] = OrderedDict()
+        self._answers: OrderedDict[str, Answered | _Running] = OrderedDict()
+        """Recent command ids: their answer, or while it is not known, the future of their
+        message's answers and their place in it."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self.executed = 0
         self.duplicates = 0
@@ -112,9 +202,10 @@ class EngineService:
             await self.stop()
 
     async def start(self) -> None:
+        tune_gc()
         self.nc = await connect(self.url, "tradehall-engine")
         # Unbounded pending: a burst must queue here rather than be dropped by the client.
-        await self.nc.subscribe(
+        self._commands = await self.nc.subscribe(
             f"{self.subject}.cmd",
             cb=self._on_command,
             pending_msgs_limit=-1,
@@ -150,54 +241,136 @@ class EngineService:
     # ------------------------------------------------------------- commands
 
     async def _on_command(self, msg: Msg) -> None:
-        """NATS hands messages to this callback one at a time: it only sorts them, the work
-        runs in a task each, started in arrival order (so applied in arrival order)."""
+        """NATS hands messages to this callback one at a time, and each command of a message
+        is started here, in order, before the next message: so commands are applied in
+        arrival order. A command's handler runs inline up to its first wait (for most, the
+        commit: every command of the message shares it); then one task per message waits,
+        finishes the handlers and answers them all."""
         try:
-            fwd = decode_forwarded(msg.data)
+            batch = decode_commands(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.warning("dropped an undecodable command: %s", exc)
             return
-        known = self._answers.get(fwd.id)
-        if known is not None:
-            self.duplicates += 1
-            self._spawn(self._answer_again(msg, known))
-            return
-        if fwd.attempt > 1 and fwd.first_sent < self.started:
-            # First sent before this engine started: the previous one may have applied and
-            # committed it without answering; applying it again could do it twice.
-            error = ApiError(
-                Code.INTERNAL,
-                "the engine restarted while this request was in flight: its outcome is unknown"
-                " (look the order up before sending it again)",
-                status=503,
-            )
-            self._spawn(
-                self._respond(msg, encode(answered(failure_response(self.state, error, {}))))
-            )
-            return
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._answers[fwd.id] = future
-        if len(self._answers) > self.window:
-            self._answers.popitem(last=False)
-        self._spawn(self._run(fwd, msg, future))
-
-    async def _run(self, fwd: Forwarded, msg: Msg, future: asyncio.Future[bytes]) -> None:
+        done: asyncio.Future[list[Answered]] = asyncio.get_running_loop().create_future()
+        work = _Work(msg, done, [])
         try:
-            out = await self.run(fwd)
-            data = encode(answered(out))
+            self._begin_all(batch, work)
         except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                future.cancel()
-            else:
-                future.set_exception(exc)
-                future.exception()  # retrieved: a resend gets it when it awaits
+            work.fail(self.state, exc)
+            self._settle(work)
             raise
-        future.set_result(data)
-        self.executed += 1
-        await self._respond(msg, data)
+        if work.waiting or work.copies:
+            self._spawn(self._finish(work))
+        else:
+            await self._answer(msg, self._settle(work))
 
-    async def run(self, fwd: Forwarded) -> bytes | Response:
-        """One forwarded request, as the endpoint would answer it in one process."""
+    def _begin_all(self, batch: Commands, work: _Work) -> None:
+        slots, waiting, ids, done = work.slots, work.waiting, work.ids, work.done
+        answers = self._answers
+        stale = batch.attempt > 1 and batch.first_sent < self.started
+        for index, fwd in enumerate(batch.commands):
+            command_id = fwd.id
+            known = answers.get(command_id)
+            if known is not None:
+                self.duplicates += 1
+                if type(known) is Answered:
+                    slots.append(known)
+                else:
+                    work.copies.append((index, *cast(_Running, known)))
+                    slots.append(None)
+                continue
+            if stale:
+                slots.append(self._outcome_unknown())
+                continue
+            answers[command_id] = (done, index)
+            ids.append((command_id, index))
+            if len(answers) > self.window:
+                answers.popitem(last=False)
+            started = self.begin(fwd)
+            if isinstance(started, Response):
+                slots.append(answered(started))
+                continue
+            try:
+                step = started.send(None)
+            except StopIteration as stop:
+                slots.append(answered(stop.value))
+                continue
+            if isinstance(step, asyncio.Future):
+                # What a task does with a future it is handed: the next command may await
+                # the same one (the commit), which asyncio refuses while the flag is set.
+                step._asyncio_future_blocking = False
+            slots.append(None)
+            waiting.append((index, started, step))
+        self.executed += len(ids)
+
+    def _settle(self, work: _Work) -> list[Answered]:
+        """The message's answers are all known: resends waiting get them, and the window
+        keeps the answers themselves (not the future: less for the garbage collector)."""
+        slots = cast(list[Answered], work.slots)
+        if not work.done.done():
+            work.done.set_result(slots)
+        answers = self._answers
+        for command_id, index in work.ids:
+            if command_id in answers:
+                answers[command_id] = slots[index]
+        return slots
+
+    def _outcome_unknown(self) -> Answered:
+        # First sent before this engine started: the previous one may have applied and
+        # committed it without answering; applying it again could do it twice.
+        error = ApiError(
+            Code.INTERNAL,
+            "the engine restarted while this request was in flight: its outcome is unknown"
+            " (look the order up before sending it again)",
+            status=503,
+        )
+        return answered(failure_response(self.state, error, {}))
+
+    async def _finish(self, work: _Work) -> None:
+        slots = work.slots
+        try:
+            if work.waiting:
+                await self._resume(work)
+            for index, earlier, at in work.copies:
+                if earlier is not work.done:  # a command of an earlier message: its answer
+                    await asyncio.wait([earlier])
+                    slots[index] = _answer_of(earlier, at)
+            for index, earlier, at in work.copies:
+                if earlier is work.done:  # the same id twice in this message
+                    slots[index] = slots[at]
+        except BaseException as exc:
+            work.fail(self.state, exc)
+            self._settle(work)
+            raise
+        await self._answer(work.msg, self._settle(work))
+
+    async def _resume(self, work: _Work) -> None:
+        """Wait for what the started handlers wait for (without ever cancelling it: the
+        commit's future is shared), then run each on, in order; one that waits again (a
+        store read) goes on in a task of its own."""
+        blockers = {
+            id(step): step for _, _, step in work.waiting if isinstance(step, asyncio.Future)
+        }
+        if blockers:
+            await asyncio.wait(blockers.values())
+        rest: list[tuple[int, asyncio.Task[bytes | Response]]] = []
+        loop = asyncio.get_running_loop()
+        for index, coro, step in work.waiting:
+            if isinstance(step, asyncio.Future):
+                try:
+                    step = coro.send(None)
+                except StopIteration as stop:
+                    work.slots[index] = answered(stop.value)
+                    continue
+            rest.append((index, loop.create_task(_go_on(coro, step))))
+        if rest:
+            await asyncio.wait([task for _, task in rest])
+            for index, task in rest:
+                work.slots[index] = answered(task.result())
+
+    def begin(self, fwd: Forwarded) -> Coroutine[Any, Any, bytes | Response] | Response:
+        """One forwarded request, as the endpoint would answer it in one process: its
+        handler's coroutine (not started), or the refusal."""
         scope: Scope = {
             "type": "http",
             "method": fwd.method,
@@ -222,11 +395,19 @@ class EngineService:
                 error = ApiError(Code.BAD_KEY, "this API key has no trade permission", 403)
                 return failure_response(self.state, error, scope)
         params = Params(fwd.params)
-        return await execute(self.state, spec, params, self.state.clock(), key, scope, _no_body)
+        return execute(self.state, spec, params, self.state.clock(), key, scope, _no_body)
 
-    async def _answer_again(self, msg: Msg, first: asyncio.Future[bytes]) -> None:
-        with contextlib.suppress(Exception):
-            await self._respond(msg, await asyncio.shield(first))
+    async def _answer(self, msg: Msg, answers: list[Answered]) -> None:
+        data = encode(answers)
+        limit = self._max_payload()
+        if len(data) > limit:
+            data = encode(_fit(answers, limit))
+        await self._respond(msg, data)
+
+    def _max_payload(self) -> int:
+        nc = self.nc
+        size = nc.max_payload if nc is not None else 0
+        return (size or 1024 * 1024) - REPLY_MARGIN
 
     async def _respond(self, msg: Msg, data: bytes) -> None:
         try:

@@ -27,12 +27,15 @@ from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import ReplayGuard, make_guard
-from tradehall.cluster import DEFAULT_TIMEOUT
+from tradehall.cluster import DEFAULT_BATCH_DELAY, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT
 from tradehall.cluster.link import connect
 from tradehall.cluster.protocol import (
+    ASK_AGAIN,
+    Answered,
     Forwarded,
     KeyInfo,
-    decode_answered,
+    PackedCommands,
+    decode_answers,
     decode_keys,
     encode,
     wire_params,
@@ -42,6 +45,10 @@ from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
 
 log = logging.getLogger("tradehall.gateway")
+
+
+REQUEST_MARGIN = 4096
+"""Bytes of NATS's maximum message size kept for the request's subjects and headers."""
 
 
 def engine_unreachable(why: str) -> ApiError:
@@ -61,6 +68,8 @@ class Gateway:
         clock: Callable[[], int] = wall_clock_ms,
         max_ahead_ms: int = MAX_AHEAD_MS,
         websocket: WebSocketSettings | None = None,
+        batch_max: int = DEFAULT_BATCH_MAX,
+        batch_delay: float = DEFAULT_BATCH_DELAY,
     ) -> None:
         self.url = url
         self.subject = subject
@@ -81,6 +90,13 @@ class Gateway:
         """Called when the NATS connection is back after a loss."""
         self._count = 0
         self._loading: asyncio.Task[None] | None = None
+        self.batch_max = batch_max
+        self.batch_delay = batch_delay
+        self._queue: list[msgspec.Raw] = []
+        self._waiters: list[asyncio.Future[Answered]] = []
+        self._queued_bytes = 0
+        self._flush_at: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._sending: set[asyncio.Task[None]] = set()
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -201,33 +217,104 @@ class Gateway:
             wire_params(params.data),
             key.row.api_key if key is not None else None,
             client[0] if client else "unknown",
-            now,
         )
-        answer = decode_answered(await self.request(fwd))
+        answer = await self.forward(fwd)
         if answer.status == 200 and not answer.headers:
             return answer.body
         return Response(
             answer.body, answer.status, headers=dict(answer.headers), media_type="application/json"
         )
 
-    async def request(self, fwd: Forwarded) -> bytes:
-        """The engine's answer to ``fwd``. A timeout (the command or its answer lost, NATS
-        restarting) resends it once with the same id, which the engine answers without
-        applying it again; no responder (no engine) answers 503 at once."""
+    def forward(self, fwd: Forwarded) -> asyncio.Future[Answered]:
+        """The engine's answer to ``fwd``, which goes with the others forwarded in this
+        event-loop turn in one message, up to ``batch_max`` commands and NATS's maximum
+        message size. While messages are in flight (the worker is busy), it waits up to
+        ``batch_delay`` for more to join it; an idle worker sends at the end of the turn."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Answered] = loop.create_future()
+        if self.nc is None:
+            future.set_exception(engine_unreachable("not connected to NATS"))
+            return future
+        data = encode(fwd)
+        if self._queue and self._queued_bytes + len(data) > self._max_bytes():
+            self._flush()
+        self._queue.append(msgspec.Raw(data))
+        self._waiters.append(future)
+        self._queued_bytes += len(data)
+        if len(self._queue) >= self.batch_max:
+            self._flush()
+        elif self._flush_at is None:
+            if self.batch_delay > 0 and self._sending:
+                self._flush_at = loop.call_later(self.batch_delay, self._flush)
+            else:
+                self._flush_at = loop.call_soon(self._flush)
+        return future
+
+    def _max_bytes(self) -> int:
+        size = self.nc.max_payload if self.nc is not None else 0
+        return (size or 1024 * 1024) - REQUEST_MARGIN
+
+    def _flush(self) -> None:
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        if not self._queue:
+            return
+        commands, waiters = self._queue, self._waiters
+        self._queue, self._waiters, self._queued_bytes = [], [], 0
+        task = asyncio.get_running_loop().create_task(self._send(commands, waiters))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(
+        self, commands: list[msgspec.Raw], waiters: list[asyncio.Future[Answered]]
+    ) -> None:
+        first_sent = self._clock()
+        try:
+            answers = await self.request(commands, first_sent)
+        except Exception as exc:
+            for waiter in waiters:
+                _fail(waiter, exc)
+            return
+        for command, waiter, answer in zip(commands, waiters, answers, strict=True):
+            if answer.status == ASK_AGAIN.status:  # did not fit in the reply: alone, it does
+                try:
+                    (answer,) = await self.request([command], first_sent, 2)
+                except Exception as exc:
+                    _fail(waiter, exc)
+                    continue
+            if not waiter.done():
+                waiter.set_result(answer)
+
+    async def request(
+        self, commands: list[msgspec.Raw], first_sent: int, first_attempt: int = 1
+    ) -> list[Answered]:
+        """The engine's answers to ``commands``, in order. A timeout (the message or its
+        answer lost, NATS restarting) resends it once with the same ids, which the engine
+        answers without applying them again; no responder (no engine) answers 503 at once."""
         nc = self.nc
         if nc is None:
             raise engine_unreachable("not connected to NATS")
         subject = f"{self.subject}.cmd"
-        for attempt in (1, 2):
-            if attempt > 1:
-                fwd = msgspec.structs.replace(fwd, attempt=attempt)
+        for attempt in (first_attempt, 2):
+            data = encode(PackedCommands(commands, first_sent, attempt))
             try:
-                msg = await nc.request(subject, encode(fwd), timeout=self.timeout)
-                return msg.data
+                msg = await nc.request(subject, data, timeout=self.timeout)
             except nats.errors.NoRespondersError:
                 raise engine_unreachable("no engine process is listening") from None
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except nats.errors.Error as exc:
                 raise engine_unreachable(type(exc).__name__) from None
+            answers = decode_answers(msg.data)
+            if len(answers) != len(commands):
+                raise engine_unreachable("an answer that does not match the request")
+            return answers
         raise engine_unreachable("no answer in time")
+
+
+def _fail(waiter: asyncio.Future[Answered], exc: Exception) -> None:
+    if not waiter.done():
+        waiter.set_exception(
+            exc if isinstance(exc, ApiError) else engine_unreachable(type(exc).__name__)
+        )

@@ -1,7 +1,9 @@
 """What gateways and the engine process say to each other over NATS, msgspec-encoded
 (MessagePack). Subjects hang under one prefix (``--subject``, default ``tradehall``):
 
-- ``<prefix>.cmd``: request/reply, a ``Forwarded`` request; the reply is an ``Answered``.
+- ``<prefix>.cmd``: request/reply, a ``Commands`` request (the ``Forwarded`` a gateway
+  admitted in one event-loop turn, in order); the reply is their ``Answered``, in the same
+  order, once they are all done (``decode_answers``).
 - ``<prefix>.keys``: request/reply, the reply is every API key (a ``KeySet``).
 - ``<prefix>.keys.changed``: the engine publishes a ``KeySet`` of keys created or revoked,
   once their commit is done.
@@ -41,15 +43,40 @@ class Forwarded(msgspec.Struct, array_like=True, frozen=True):
     params: dict[str, Any]
     api_key: str | None
     ip: str
+
+
+class Commands(msgspec.Struct, array_like=True, frozen=True):
+    """One request to ``<prefix>.cmd``: commands the engine applies in this order, each
+    de-duplicated by its id. A resend is the same commands with ``attempt`` 2."""
+
+    commands: list[Forwarded]
     first_sent: int
-    """Gateway wall clock (ms) of the first send of this id."""
+    """Gateway wall clock (ms) of the first send of these commands."""
     attempt: int = 1
 
 
-class Answered(msgspec.Struct, array_like=True, frozen=True):
+class PackedCommands(msgspec.Struct, array_like=True, frozen=True):
+    """``Commands`` as a gateway encodes it: each command encoded once, when admitted (its
+    size counts against NATS's maximum message size; a resend reuses the bytes)."""
+
+    commands: list[msgspec.Raw]
+    first_sent: int
+    attempt: int = 1
+
+
+class Answered(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """An answer as the endpoint gave it. The engine keeps the last ``window`` of them (for
+    resends): untracked by the garbage collector (no references but to strings and bytes),
+    they cost its full collections nothing."""
+
     status: int
     body: bytes
-    headers: list[tuple[str, str]] = []
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+ASK_AGAIN = Answered(0, b"")
+"""In place of an answer that did not fit in the reply (NATS's maximum message size): the
+gateway asks for it again, alone (a resend of its id: answered, not applied, again)."""
 
 
 class KeyInfo(msgspec.Struct, array_like=True, frozen=True):
@@ -141,7 +168,8 @@ def wire_params(data: Any) -> dict[str, Any]:
 
 encode = msgspec.msgpack.Encoder().encode
 decode_forwarded = msgspec.msgpack.Decoder(Forwarded, ext_hook=_ext_hook).decode
-decode_answered = msgspec.msgpack.Decoder(Answered).decode
+decode_commands = msgspec.msgpack.Decoder(Commands, ext_hook=_ext_hook).decode
+decode_answers = msgspec.msgpack.Decoder(list[Answered]).decode
 decode_keys = msgspec.msgpack.Decoder(KeySet).decode
 decode_stream_ask = msgspec.msgpack.Decoder(StreamAsk).decode
 decode_stream_answer = msgspec.msgpack.Decoder(StreamAnswer).decode

@@ -348,6 +348,9 @@ def engine(
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
     demo: Annotated[bool, typer.Option("--demo", help="Create and fund a demo account.")] = False,
+    sim: Annotated[
+        bool, typer.Option("--sim", help="Run the market simulation in the engine process.")
+    ] = False,
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -368,7 +371,10 @@ def engine(
             nats_url=nats_url,
             subject=subject,
             demo=demo,
-            announce=lambda url, info: _announce(url, datadir, info, as_json, role="engine"),
+            simulate=sim or cfg.simulation.enabled,
+            announce=lambda url, info: _announce(
+                url, datadir, info, as_json, sim or cfg.simulation.enabled, role="engine"
+            ),
         ),
     )
 
@@ -472,9 +478,8 @@ def _announce(
             typer.echo(f"  API key:    {demo['apiKey']}")
             typer.echo(f"  API secret: {demo['secret']}")
         if simulate:
-            typer.echo(
-                "market simulation: on (tradehall sim status; serve --no-sim to switch it off)"
-            )
+            off = "tradehall sim stop" if role == "engine" else "serve --no-sim"
+            typer.echo(f"market simulation: on (tradehall sim status; {off} to switch it off)")
     sys.stdout.flush()
 
 

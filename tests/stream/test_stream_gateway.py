@@ -1,12 +1,15 @@
 """The WebSocket streams served by gateways (the protocol itself is tested against both
 topologies in the other stream tests): what only the split topology has, with real processes.
 A client's subscriptions outlive an engine restart; a killed gateway leaves the others'
-streams alone; the engine being down is an error frame; gateways serve the trader's page."""
+streams alone; the engine being down is an error frame; gateways serve the trader's page;
+the market simulation runs in the engine and its trades reach gateway clients."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +23,13 @@ from stream_support import decode, open_ws, send, subscribe, until
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from support import ServerProcess, nats_unreachable, start_engine, start_gateway
+from support import (
+    ServerProcess,
+    nats_unreachable,
+    start_engine,
+    start_gateway,
+    tradehall_command,
+)
 from tradehall.client import ApiError, Client
 
 SYMBOL = "BTCUSDT"
@@ -158,3 +167,40 @@ def test_stream_errors_when_the_engine_is_down_are_error_frames(
             assert decode(await asyncio.wait_for(ws.recv(), 5)) == {"pong": 7}
 
     asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_the_market_simulation_runs_in_the_engine_and_reaches_gateway_clients(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    reason = nats_unreachable()
+    if reason:
+        pytest.skip(reason)
+    subject = f"test-{uuid.uuid4().hex}"
+    data = tmp_path / "data"
+    stopped.append(start_engine(data, subject, "--demo", "--sim"))
+    gateway = start_gateway(subject)
+    stopped.append(gateway)
+    public = Client(gateway.url)
+    deadline = time.monotonic() + 30
+    while len(public.depth(SYMBOL, 100)["bids"]) < 20:  # the makers' ladders, through NATS
+        assert time.monotonic() < deadline, "the simulated book did not fill in time"
+        time.sleep(0.2)
+
+    async def a_trade_is_pushed() -> None:
+        url = "ws" + gateway.url[len("http") :] + "/kline-api/ws"
+        async with await open_ws(url) as ws:
+            await subscribe(ws, "market_btcusdt_trade_ticker")
+            pushed = await until(ws, "market_btcusdt_trade_ticker", timeout=20)
+            assert pushed["tick"]["data"][0]["price"]
+
+    asyncio.run(asyncio.wait_for(a_trade_is_pushed(), 60))
+    status = json.loads(
+        subprocess.run(
+            tradehall_command("sim", "status", "--data-dir", str(data), "--json"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )
+    assert status["running"] is True and status["participants"]

@@ -44,8 +44,12 @@ def run_engine(
     nats_url: str,
     subject: str,
     demo: bool,
+    simulate: bool = False,
     announce: Callable[[str, dict[str, Any] | None], None],
 ) -> None:
+    """With ``simulate`` the market simulation runs in the engine process (its participants
+    trade through ``Exchange.apply``, as in ``serve``; ``tradehall sim`` drives it through the
+    admin API)."""
     check_reachable(nats_url)
 
     @contextlib.asynccontextmanager
@@ -57,7 +61,14 @@ def run_engine(
             yield
 
     def make_app(exchange: Exchange, token: str, limits: LimitSettings) -> ASGIApp:
-        return create_app(exchange, admin_token=token, client_api=False, companion=service)
+        return create_app(
+            exchange,
+            admin_token=token,
+            client_api=False,
+            companion=service,
+            simulation=cfg.simulation,
+            run_simulation=simulate,
+        )
 
     server.run(
         cfg,

@@ -42,7 +42,18 @@ AppFactory = Callable[[Exchange, str, LimitSettings], ASGIApp]
 class GracefulServer(uvicorn.Server):
     """uvicorn re-raises a captured SIGTERM after its shutdown, which would kill the process
     before our own cleanup (final commit, server.json) ran; here a signal only asks for a
-    graceful stop and the process then exits normally."""
+    graceful stop and the process then exits normally. ``on_started`` runs once the app's
+    startup is done (the engine process's NATS subscriptions exist), before requests are
+    served."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None] | None = None):
+        super().__init__(config)
+        self.on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.on_started is not None and not self.should_exit:
+            self.on_started()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -168,13 +179,16 @@ def run(
                 if make_app is not None
                 else app_with_faults(exchange, token, limits, simulate, cfg.server.admin_remote)
             )
-            server = GracefulServer(uvicorn_config(app))
-            # From the moment we announce, a signal must mean a graceful stop.
+            bound_port = sock.getsockname()[1]
+
+            def started() -> None:
+                datadir.write_server(host, bound_port)
+                announce(url_for(host, bound_port), demo_info)
+
+            server = GracefulServer(uvicorn_config(app), on_started=started)
+            # A signal from now on means a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, server.handle_exit)
-            bound_port = sock.getsockname()[1]
-            datadir.write_server(host, bound_port)
-            announce(url_for(host, bound_port), demo_info)
             server.run(sockets=[sock])
             if not server.started:
                 raise StartError("the server did not start (see the log above)")

@@ -410,9 +410,10 @@ def gateway(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Serve the REST API in front of a `tradehall engine`, over NATS (docs/deployment.md).
-    With several workers or gateways, set `limits.storage` to Redis so that they share rate
-    limits and replay protection."""
+    """Serve the REST API, the WebSocket streams and the trader's page in front of a
+    `tradehall engine`, over NATS (docs/deployment.md). With several workers or gateways, set
+    `limits.storage` to Redis so that they share rate limits and replay protection; the
+    `[websocket]` settings come from --config."""
     from tradehall.cluster.gateway import Gateway
     from tradehall.cluster.run import run_gateway
 

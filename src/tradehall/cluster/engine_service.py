@@ -119,12 +119,18 @@ class _Work:
     ids: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     """The ids this message put in the window, with their places."""
 
-    def fail(self, state: AppState, exc: BaseException) -> None:
-        """What is not answered yet gets the error (a resend waiting on it included)."""
+    def fail(self, state: AppState, exc: BaseException, count: int, unknown: Answered) -> None:
+        """What is not answered yet of the message's ``count`` commands gets the error (a
+        resend waiting on it included); a command whose handler had started (it may have
+        been applied) gets ``unknown``, the outcome-unknown answer, not a plain error."""
         error = exc if isinstance(exc, Exception) else RuntimeError(type(exc).__name__)
+        started = {index for index, _, _ in self.waiting}
+        self.slots.extend([None] * (count - len(self.slots)))
         for index, slot in enumerate(self.slots):
             if slot is None:
-                self.slots[index] = answered(failure_response(state, error, {}))
+                self.slots[index] = (
+                    unknown if index in started else answered(failure_response(state, error, {}))
+                )
 
 
 @types.coroutine
@@ -256,8 +262,7 @@ class EngineService:
         try:
             self._begin_all(batch, work)
         except BaseException as exc:
-            work.fail(self.state, exc)
-            self._settle(work)
+            self._give_up(work, exc, len(batch.commands))
             raise
         if work.waiting or work.copies:
             self._spawn(self._finish(work))
@@ -315,13 +320,14 @@ class EngineService:
                 answers[command_id] = slots[index]
         return slots
 
-    def _outcome_unknown(self) -> Answered:
+    def _outcome_unknown(
+        self, why: str = "the engine restarted while this request was in flight"
+    ) -> Answered:
         # First sent before this engine started: the previous one may have applied and
         # committed it without answering; applying it again could do it twice.
         error = ApiError(
             Code.INTERNAL,
-            "the engine restarted while this request was in flight: its outcome is unknown"
-            " (look the order up before sending it again)",
+            f"{why}: its outcome is unknown (look the order up before sending it again)",
             status=503,
         )
         return answered(failure_response(self.state, error, {}))
@@ -339,10 +345,16 @@ class EngineService:
                 if earlier is work.done:  # the same id twice in this message
                     slots[index] = slots[at]
         except BaseException as exc:
-            work.fail(self.state, exc)
-            self._settle(work)
+            self._give_up(work, exc, len(work.slots))
             raise
         await self._answer(work.msg, self._settle(work))
+
+    def _give_up(self, work: _Work, exc: BaseException, count: int) -> None:
+        """Something no handler catches (cancellation at shutdown): every command of the
+        message still gets an answer, and the window holds one for each of its ids."""
+        unknown = self._outcome_unknown("the engine stopped working on this request")
+        work.fail(self.state, exc, count, unknown)
+        self._spawn(self._answer(work.msg, self._settle(work)))
 
     async def _resume(self, work: _Work) -> None:
         """Wait for what the started handlers wait for (without ever cancelling it: the

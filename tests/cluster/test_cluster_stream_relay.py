@@ -1,7 +1,8 @@
 """The engine's stream relay on a real exchange, hub and NATS: what gateways follow is their
 restated interest; a gateway gone silent is forgotten after the expiry, one leaving at once;
 a channel just added by a ``sub`` survives a restatement sent before the client subscribed;
-and a channel a gateway newly restates gets its current state pushed."""
+a channel a gateway newly restates, or restates asking for a resync, gets its current state
+pushed."""
 
 from __future__ import annotations
 
@@ -68,12 +69,15 @@ def test_interest_is_restated_expired_and_left(tmp_path: Path) -> None:
         async def on_push(msg: Msg) -> None:
             pushed.append(msg.data)
 
-        await peer.subscribe(f"{subject}.ws.md.{DEPTH}", cb=on_push)
+        await peer.subscribe(f"{subject}.ws.out.md.{DEPTH}", cb=on_push)
         try:
             async with relay.running(NATS_URL):
 
-                async def interest(gateway: str, *channels: str, leaving: bool = False) -> None:
-                    body = StreamInterest(gateway, [(SPOT, c) for c in channels], [], leaving)
+                async def interest(
+                    gateway: str, *channels: str, leaving: bool = False, resync: bool = False
+                ) -> None:
+                    follows = [(SPOT, c) for c in channels]
+                    body = StreamInterest(gateway, follows, [], leaving, resync)
                     await peer.publish(f"{subject}.ws.interest", encode(body))
 
                 # A restatement follows channels (a bad name is ignored) and pushes their state.
@@ -102,6 +106,15 @@ def test_interest_is_restated_expired_and_left(tmp_path: Path) -> None:
                 clock.now += GRACE + 1
                 await interest("g2")
                 await settle(lambda: set(relay.channels[DEPTH].gateways) == {"g1"})
+
+                # A plain restatement of what g1 follows pushes nothing; one asking for a
+                # resync (g1 was cut off from NATS) pushes the current state again.
+                seen = len(pushed)
+                await interest("g1", DEPTH, TRADES)
+                await asyncio.sleep(0.3)
+                assert len(pushed) == seen
+                await interest("g1", DEPTH, TRADES, resync=True)
+                await settle(lambda: len(pushed) > seen)
 
                 # g1 restates only the depth: the trades channel goes.
                 await interest("g1", DEPTH)

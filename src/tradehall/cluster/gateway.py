@@ -88,6 +88,8 @@ class Gateway:
         self.websocket = websocket or WebSocketSettings()
         self.on_reconnect: list[Callable[[], None]] = []
         """Called when the NATS connection is back after a loss."""
+        self.on_revoked: list[Callable[[str], None]] = []
+        """Called with each API key this gateway learns is revoked."""
         self._count = 0
         self._loading: asyncio.Task[None] | None = None
         self.batch_max = batch_max
@@ -171,6 +173,11 @@ class Gateway:
         if known is not None and known.row.revoked is not None:
             return
         self.keys[info.api_key] = info.api_key_object()
+        if info.revoked is not None:
+            # Heard from a change event or from a full reload (a change event missed while
+            # NATS was away): either way, what was opened with the key closes now.
+            for listener in self.on_revoked:
+                listener(info.api_key)
 
     async def _on_keys_changed(self, msg: Msg) -> None:
         for info in decode_keys(msg.data).keys:

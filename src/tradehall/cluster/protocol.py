@@ -8,13 +8,18 @@
 - ``<prefix>.keys.changed``: the engine publishes a ``KeySet`` of keys created or revoked,
   once their commit is done.
 - ``<prefix>.keys.reset``: the engine publishes it on start; gateways then fetch every key.
-- ``<prefix>.ws.ask``: request/reply, a ``StreamAsk`` (a WebSocket client's ``sub`` or ``req``,
-  or a private stream's key to confirm); the reply is a ``StreamAnswer``.
+- ``<prefix>.ws.ask``: a gateway publishes a ``StreamAsk`` (a WebSocket client's ``sub`` or
+  ``req``, or a private stream's key to confirm) with a reply subject of its own,
+  ``<prefix>.ws.out.gw.<gateway>.<n>``; the engine answers a ``StreamAnswer`` there.
 - ``<prefix>.ws.interest``: each gateway publishes a ``StreamInterest`` (every channel and
   account its clients follow) when it changes and every few seconds.
-- ``<prefix>.ws.md.<channel>``: the engine publishes each market push (the gzip frame clients
-  get, as is) of a channel some gateway follows.
-- ``<prefix>.ws.user.<spot|futures>.<user id>``: the same for an account's private pushes.
+- ``<prefix>.ws.out.md.<channel>``: the engine publishes each market push (the gzip frame
+  clients get, as is) of a channel some gateway follows.
+- ``<prefix>.ws.out.user.<spot|futures>.<user id>``: the same for an account's private pushes.
+
+Answers and pushes share the ``<prefix>.ws.out.`` prefix so that a gateway reads them through
+one subscription, in the order the engine sent them: a client's first push never overtakes
+the answer to its ``sub``.
 """
 
 from __future__ import annotations
@@ -142,6 +147,9 @@ class StreamInterest(msgspec.Struct, array_like=True, frozen=True):
     """(kind, user id) pairs."""
     leaving: bool = False
     """The gateway is stopping: forget all it followed."""
+    resync: bool = False
+    """The gateway may have missed pushes (NATS reconnected, the engine restarted): push the
+    current state of every channel it follows."""
 
 
 def _to_wire(value: Any) -> Any:

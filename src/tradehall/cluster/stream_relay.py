@@ -1,7 +1,8 @@
 """The engine process's side of the WebSocket streams: its ``Hub`` renders every push once, as
-in one process, and this relay hands each push of a channel or account some gateway follows to
-NATS (``<prefix>.ws.md.<channel>``, ``<prefix>.ws.user.<kind>.<id>``). Gateways fan the frames
-out to their clients; the engine's cost does not grow with the number of clients.
+in one process, and this relay hands each push of a channel or account some gateway follows
+to NATS (``<prefix>.ws.out.md.<channel>``, ``<prefix>.ws.out.user.<kind>.<id>``). Gateways
+fan the frames out to their clients; the engine's cost does not grow with the number of
+clients.
 
 What gateways follow is their interest: a channel is added when the engine answers a gateway's
 ``sub`` (so no push between the snapshot and the first push is missed), an account when it
@@ -156,9 +157,10 @@ class StreamRelay:
             return StreamAnswer(frame=await self.hub.history(ask.kind, ask.params))
         if ask.event == "user":
             key = self.hub.find_key(ask.api_key or "")
-            if key is None or not await self.hub.confirm(ask.kind, key):
+            if key is None or not await self.hub.confirm(
+                ask.kind, key, lambda: self._follow_user(ask.gateway, ask.kind, key.user_id)
+            ):
                 raise BadMessage(Code.BAD_KEY, "invalid API key")
-            self._follow_user(ask.gateway, ask.kind, key.user_id)
             return StreamAnswer(user=key.user_id)
         raise BadMessage(Code.UNSUPPORTED, f"unknown stream request {ask.event!r}")
 
@@ -187,6 +189,8 @@ class StreamRelay:
             if followers is None or gateway not in followers.gateways:
                 self._follow_channel(gateway, name)
                 self.hub.resend(name)  # this gateway may have missed changes: show it all
+            elif interest.resync:
+                self.hub.resend(name)
         for name, followers in list(self.channels.items()):
             added = followers.gateways.get(gateway)
             if added is not None and name not in wanted and now - added > GRACE:
@@ -224,7 +228,7 @@ class StreamRelay:
     def _follow_channel(self, gateway: str, name: str) -> None:
         followers = self.channels.get(name)
         if followers is None:
-            subject = f"{self.subject}.ws.md.{name}"
+            subject = f"{self.subject}.ws.out.md.{name}"
             relay = Relay(lambda frame: self._send(subject, frame))
             followers = self.channels[name] = Followers(relay)
             self.hub.subscribe(relay, name)
@@ -240,7 +244,7 @@ class StreamRelay:
     def _follow_user(self, gateway: str, kind: str, user: int) -> None:
         followers = self.users.get((kind, user))
         if followers is None:
-            subject = f"{self.subject}.ws.user.{kind}.{user}"
+            subject = f"{self.subject}.ws.out.user.{kind}.{user}"
             relay = Relay(lambda frame: self._send(subject, frame))
             followers = self.users[(kind, user)] = Followers(relay)
             self.hub.add_private(relay, kind, user, None)

@@ -19,6 +19,8 @@ from tradehall.exchange import ApiKey
 
 log = logging.getLogger("tradehall.stream")
 
+Opened = Callable[[str, bytes | None], None]
+
 SPOT = "spot"
 FUTURES = "futures"
 KINDS = (SPOT, FUTURES)
@@ -143,10 +145,11 @@ class Fanout:
     def user_closed(self, kind: str, user: int) -> None:
         """The last private stream of ``user``'s ``kind`` account ended."""
 
-    async def snapshot(self, kind: str, params: dict[str, Any]) -> tuple[str, bytes | None]:
-        """The channel ``params`` names on a ``kind`` endpoint and the frame a new subscriber
-        gets at once (None: nothing to show yet), showing only what is committed; BadMessage
-        or ApiError if there is no such channel."""
+    async def open(self, kind: str, params: dict[str, Any], opened: Opened) -> None:
+        """Open the channel ``params`` names on a ``kind`` endpoint: ``opened`` is called with
+        its name and the frame a new subscriber gets at once (None: nothing to show yet),
+        showing only what is committed, at the moment the pushes that follow that frame
+        start; BadMessage or ApiError if there is no such channel."""
         raise NotImplementedError
 
     async def history(self, kind: str, params: dict[str, Any]) -> bytes:
@@ -156,7 +159,8 @@ class Fanout:
     def find_key(self, api_key: str) -> ApiKey | None:
         raise NotImplementedError
 
-    async def confirm(self, kind: str, key: ApiKey) -> bool:
+    async def confirm(self, kind: str, key: ApiKey, confirmed: Callable[[], None]) -> bool:
         """After a private stream authenticated with ``key``: is the key still valid once what
-        is committed is all there is (not revoked a moment ago)? If so, its pushes start."""
+        is committed is all there is (not revoked a moment ago)? If so, ``confirmed`` is
+        called at the moment the account's pushes start, and True returned."""
         raise NotImplementedError

@@ -35,7 +35,7 @@ from tradehall.marketdata.trades import PublicTrade
 from tradehall.store.batch import Batch
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.channels import DEPTH, KLINE, MARK, TICKER, TRADES, Channel, parse_channel
-from tradehall.stream.fanout import FUTURES, SPOT, Fanout
+from tradehall.stream.fanout import FUTURES, SPOT, Fanout, Opened
 from tradehall.stream.frames import gzip_json, reply
 from tradehall.stream.history import history_data
 from tradehall.stream.markets import StreamMarket, mark_price_tick, stream_markets
@@ -109,6 +109,9 @@ class Hub(Fanout):
             return channel.name, None
         return channel.name, gzip_json({"channel": channel.name, "ts": now, "tick": tick})
 
+    async def open(self, kind: str, params: dict[str, Any], opened: Opened) -> None:
+        opened(*await self.snapshot(kind, params))
+
     async def history(self, kind: str, params: dict[str, Any]) -> bytes:
         channel = self.channel(kind, params.get("channel"))
         now = self.clock()
@@ -123,9 +126,12 @@ class Hub(Fanout):
     def find_key(self, api_key: str) -> ApiKey | None:
         return self.exchange.keys.get(api_key)
 
-    async def confirm(self, kind: str, key: ApiKey) -> bool:
+    async def confirm(self, kind: str, key: ApiKey, confirmed: Callable[[], None]) -> bool:
         await self.committer.durable_shielded()
-        return key.row.revoked is None and self.exchange.keys.get(key.row.api_key) is key
+        if key.row.revoked is not None or self.exchange.keys.get(key.row.api_key) is not key:
+            return False
+        confirmed()
+        return True
 
     # ------------------------------------------------------------- subscriptions
 

@@ -46,11 +46,14 @@ async def _sub(conn: Connection, kind: str, params: dict[str, Any], cb_id: Any) 
     limit = conn.settings.max_subscriptions
     if params.get("channel") not in sub.channels and len(sub.channels) >= limit:
         raise BadMessage(Code.BAD_PARAM, f"too many subscriptions: at most {limit} per connection")
-    name, frame = await fanout.snapshot(kind, params)
-    fanout.subscribe(sub, name)
-    conn.send(reply("subed", name, cb_id, fanout.clock()))
-    if frame is not None:
-        sub.offer(frame)
+
+    def opened(name: str, frame: bytes | None) -> None:
+        fanout.subscribe(sub, name)
+        conn.send(reply("subed", name, cb_id, fanout.clock()))
+        if frame is not None:
+            sub.offer(frame)
+
+    await fanout.open(kind, params, opened)
 
 
 def _unsub(conn: Connection, params: dict[str, Any], cb_id: Any) -> None:

@@ -56,19 +56,21 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
         except ApiError as exc:
             conn.error(exc.code, _auth_message(exc.msg), event_rep="error", channel=CHANNEL)
             return
+
+        def confirmed() -> None:
+            hub.add_private(conn.subscriber, kind, key.user_id, key.row.api_key)
+            reply = {"event_rep": "subed", "channel": CHANNEL, "status": "ok", "ts": now}
+            if "cb_id" in params:
+                reply["cb_id"] = params["cb_id"]
+            conn.send(reply)
+
         try:
-            confirmed = await hub.confirm(kind, key)
+            valid = await hub.confirm(kind, key, confirmed)
         except (ApiError, BadMessage) as exc:  # the engine process is not reachable
             conn.error(exc.code, exc.msg, event_rep="error", channel=CHANNEL)
             return
-        if not confirmed:
+        if not valid:
             conn.error(Code.BAD_KEY, "invalid API key", event_rep="error", channel=CHANNEL)
-            return
-        hub.add_private(conn.subscriber, kind, key.user_id, key.row.api_key)
-        reply = {"event_rep": "subed", "channel": CHANNEL, "status": "ok", "ts": now}
-        if "cb_id" in params:
-            reply["cb_id"] = params["cb_id"]
-        conn.send(reply)
 
     return handle
 

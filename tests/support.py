@@ -20,6 +20,7 @@ from urllib.parse import quote
 from starlette.testclient import TestClient
 
 from tradehall.client import AdminClient, Client
+from tradehall.cluster.gateway import Gateway
 from tradehall.config import load_config
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
@@ -72,6 +73,11 @@ class Env:
     db_path: Path
     clients: list[Client] = field(default_factory=list)
 
+    gateway: Gateway | None = None
+    """In the split topology: the gateway ``http`` reaches (the admin API is the engine's)."""
+    engine: TestClient | None = None
+    """In the split topology: the engine process's app (admin API, scheduler)."""
+
     def trader(self, funds: dict[str, str] | None = None, *, read_only: bool = False) -> Client:
         user = self.admin.create_user()
         key = self.admin.create_key(user["id"], read_only=read_only)
@@ -91,6 +97,25 @@ class Env:
         report: dict[str, Any] = self.admin.audit()
         assert report["ok"], report["problems"]
         return report
+
+
+class SplitAdmin(AdminClient):
+    """The engine's admin API, for tests on the split topology: a key it creates is returned
+    once the gateway has heard of it (just after its commit), as a client would wait for it."""
+
+    def __init__(self, base_url: str, token: str, *, http: TestClient, gateway: Gateway) -> None:
+        super().__init__(base_url, token, http=http)
+        self.gateway = gateway
+
+    def create_key(
+        self, user_id: int, *, read_only: bool = False, ips: list[str] | None = None
+    ) -> Any:
+        created = super().create_key(user_id, read_only=read_only, ips=ips)
+        deadline = time.monotonic() + 10
+        while created["apiKey"] not in self.gateway.keys:
+            assert time.monotonic() < deadline, "the gateway did not hear of the key"
+            time.sleep(0.002)
+        return created
 
 
 def make_exchange(db_path: Path | None = None, *, store: Store | None = None) -> Exchange:

@@ -128,6 +128,7 @@ def test_markets_list_contracts_as_the_cli_does(env: Env) -> None:
     )
 
 
+@pytest.mark.one_process  # admin routes: the engine's, not a gateway's
 def test_routes_are_admin_only_and_documented(env: Env) -> None:
     for path in ("/futures/transfer", "/futures/index-price"):
         op = OPERATIONS["POST", ADMIN + path]

@@ -135,6 +135,7 @@ def test_contract_vector_with_signing_helpers_and_raw_hmac() -> None:
     assert sign(VECTOR_SECRET, payload) == VECTOR_SIGN
 
 
+@pytest.mark.one_process  # installs a key in the exchange's memory only
 def test_contract_vector_accepted_end_to_end(env: Env) -> None:
     """The vector's exact bytes, headers and timestamp, against the real app: the vector's secret
     is installed (in memory only) as a key of a funded user and the clock set to the vector's."""
@@ -449,6 +450,7 @@ def test_unknown_key(env: Env) -> None:
     env.audit()
 
 
+@pytest.mark.one_process  # calls the admin API through the client's http
 def test_revoked_key(env: Env) -> None:
     key = Key(env, {"USDT": "10000"})
     other = Key(env, user_id=key.user_id)  # a second key of the same user stays valid

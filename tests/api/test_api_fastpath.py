@@ -29,6 +29,8 @@ from tradehall.client.signing import request_path_for_signing, sign, signature_p
 from tradehall.codes import Code
 from tradehall.units import UnitsError, to_units
 
+pytestmark = pytest.mark.one_process  # the one process's own dispatch
+
 SPOT = "/spot/open/sapi/v1"
 
 

@@ -8,12 +8,15 @@ from typing import Any
 
 import httpx2
 import jsonschema
+import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from support import Env
 from tradehall.api.openapi import EXTENSION, PATH
 from tradehall.engine.commands import SetIndexPrice
+
+pytestmark = pytest.mark.one_process  # the document of serve's app (admin operations included)
 
 F = "/futures/open/fapi/v1"
 ROOT = "/fapi/v1"

@@ -115,7 +115,7 @@ def system(env: Env) -> dict[str, dict[str, tuple[str, str]]]:
 
 def tick(env: Env, http: TestClient | None = None) -> None:
     """One step of the app's scheduler (hourly interest), as the background task runs it."""
-    client = http or env.http
+    client = http or env.engine or env.http
     portal, app = client.portal, client.app
     assert portal is not None and isinstance(app, Starlette)
     portal.call(app.state.scheduler.tick)

@@ -28,6 +28,8 @@ from tradehall.engine.markets import MarginSpec
 from tradehall.exchange import Exchange
 from tradehall.store.sqlite import SQLiteStore
 
+pytestmark = pytest.mark.one_process  # the document of serve's app (admin operations included)
+
 SPOT = "/spot/open/sapi/v1"
 SPOT_V2 = "/spot/open/sapi/v2"
 SPOT_V3 = "/spot/open/sapi/v3"

@@ -35,6 +35,11 @@ from tradehall.store.batch import KeyRow
 _DECIMAL_EXT = 1
 """JSON numbers arrive as Decimal (exact, and told apart from strings by ``Params``); they
 travel as a MessagePack extension holding their text, so the engine sees the same types."""
+_BIG_INT_EXT = 2
+"""A JSON integer beyond MessagePack's 64 bits (a client's ``1e23`` written out) travels as
+its text too, so the engine refuses it as one process would."""
+_INT64_MIN = -(2**63)
+_UINT64_MAX = 2**64 - 1
 
 
 class Forwarded(msgspec.Struct, array_like=True, frozen=True):
@@ -156,6 +161,8 @@ def _to_wire(value: Any) -> Any:
     kind = type(value)
     if kind is Decimal:
         return msgspec.msgpack.Ext(_DECIMAL_EXT, str(value).encode())
+    if kind is int and not _INT64_MIN <= value <= _UINT64_MAX:
+        return msgspec.msgpack.Ext(_BIG_INT_EXT, str(value).encode())
     if kind is dict:
         return {k: _to_wire(v) for k, v in value.items()}
     if kind is list:
@@ -166,6 +173,8 @@ def _to_wire(value: Any) -> Any:
 def _ext_hook(code: int, data: memoryview) -> Any:
     if code == _DECIMAL_EXT:
         return Decimal(bytes(data).decode())
+    if code == _BIG_INT_EXT:
+        return int(bytes(data).decode())
     raise msgspec.ValidationError(f"unknown extension type {code}")
 
 

@@ -604,9 +604,15 @@ async def sweep(
             break
         mid = (lo + hi) / 2
         await step(max_rate * mid, mid)
+    for rate in spec.get("rates") or []:
+        (await step(float(rate), float(rate) / max_rate))["fixed_rate"] = True
     steps.sort(key=lambda s: s["offered_rate"])
-    passing = [s for s in steps if s["pass"]]
-    at_target = next(s for s in steps if s["fraction_of_closed_max"] == TARGET_FRACTION)
+    passing = [s for s in steps if s["pass"] and not s.get("fixed_rate")]
+    at_target = next(
+        s
+        for s in steps
+        if s["fraction_of_closed_max"] == TARGET_FRACTION and not s.get("fixed_rate")
+    )
     return {
         "p99_limit_ms": limit,
         "closed_max": max_rate,

@@ -63,6 +63,9 @@ class WireSpec:
     duration: float = 4.0
     step_duration: float = 4.0
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    fixed_rates: tuple[float, ...] = ()
+    """Open-loop steps at these rates (requests/s) too, after the sweep: the same load in runs
+    whose maxima differ."""
     refine: int = 2
     p99_limit_ms: float = 10.0
     seed_levels: int = 120
@@ -271,6 +274,7 @@ def loadgen(
             "connections": spec.open_connections,
             "duration": spec.step_duration,
             "fractions": list(spec.fractions),
+            "rates": list(spec.fixed_rates),
             "refine": spec.refine,
             "p99_limit_ms": spec.p99_limit_ms,
             "max_drain": max_drain,
@@ -281,7 +285,7 @@ def loadgen(
     }
     spec_path = work / f"loadgen-{scenario}.json"
     spec_path.write_text(json.dumps(config))
-    steps = len(spec.fractions) + 1 + spec.refine if open_loop else 0
+    steps = len(spec.fractions) + len(spec.fixed_rates) + 1 + spec.refine if open_loop else 0
     timeout = 120 + spec.warmup + spec.duration + steps * (spec.step_duration + max_drain + 3)
     cmd = pinned([python(), "-m", "bench.loadgen", str(spec_path)], plan["loadgen"], plan)
     result: dict[str, Any] = run_json(cmd, timeout)

@@ -61,6 +61,10 @@ from bench.wire import (
 )
 
 TOPOLOGIES = ("serve", "gateway")
+DEFAULT_FIXED_RATE = 1000.0
+"""Placements/s of the open-loop step every phase also runs: the engine's CPU per placement
+at the same load with and without subscribers (it costs more per placement at lower rates,
+its batches and commits being smaller, so the phases' own maxima do not compare it)."""
 
 
 def _place(
@@ -72,9 +76,23 @@ def _place(
     watch: dict[str, list[int]],
 ) -> dict[str, Any]:
     result = loadgen("place", server, spec, plan, work, accounts, extra={"watch": watch})
-    closed, at_80 = result["closed"], result["open"]["steps"][0]
+    closed, steps = result["closed"], result["open"]["steps"]
+    at_80 = next(step for step in steps if not step.get("fixed_rate"))
     summary = brief(result)
+    fixed = [
+        {
+            "offered_rps": step["offered_rate"],
+            "achieved_rps": step["achieved_rate"],
+            "p50_ms": step["latency_ms"].get("p50"),
+            "p99_ms": step["latency_ms"].get("p99"),
+            "errors": step["errors"],
+            **_cpu(step, watch),
+        }
+        for step in steps
+        if step.get("fixed_rate")
+    ]
     return {
+        "at_fixed_rate": fixed[0] if fixed else None,
         **_cpu(closed, watch),
         "closed_max_rps": closed["throughput"],
         "server_cpu_share": summary["server_cpu_share"],
@@ -149,6 +167,7 @@ def run(
     topology_name: str = "serve",
     gateway_workers: int = 1,
     nats: str = NATS,
+    fixed_rate: float = DEFAULT_FIXED_RATE,
 ) -> dict[str, Any]:
     gateway = topology_name == "gateway"
     plan = NO_PINNING if gateway else cpu_plan()
@@ -158,6 +177,7 @@ def run(
         duration=duration,
         step_duration=duration,
         fractions=(0.8,),
+        fixed_rates=(fixed_rate,) if fixed_rate else (),
         refine=0,
         p99_limit_ms=1e9,  # the sweep's pass/fail rule is not used here
         profile_server=False,
@@ -170,6 +190,7 @@ def run(
         "cpu_plan": plan,
         "clients": clients,
         "topology": kind,
+        "fixed_rate": fixed_rate,
     }
     pinning = affinity(plan["loadgen"]) if plan["pinned"] else contextlib.nullcontext()
     try:
@@ -210,6 +231,9 @@ def run(
             ),
             "engine_cpu_cost": _growth(before, during, after, lambda p: p),
             "engine_cpu_cost_at_80pct": _growth(before, during, after, lambda p: p["at_80pct"]),
+            "engine_cpu_cost_at_fixed_rate": _growth(
+                before, during, after, lambda p: p["at_fixed_rate"] or {}
+            ),
             "target": "subscribers cost under 10 % of the placement rate",
         }
     )
@@ -330,6 +354,7 @@ def gateway_report(results: dict[str, Any]) -> str:
         f" (b) the engine's CPU per placement: {_pct(results['engine_cpu_cost'])} in the"
         f" closed loop, {_pct(results['engine_cpu_cost_at_80pct'])} at 80 % of each phase's"
         " maximum.",
+        *_fixed_rate_lines(results),
         f"- Frames received: {pushes['frames_per_s']:,.0f}/s in all,"
         f" {pushes['frames_per_client_per_s']:.1f}/s per client;"
         f" {pushes['closed_by_server']} clients closed by the server.",
@@ -340,6 +365,25 @@ def gateway_report(results: dict[str, Any]) -> str:
         f" {results['connect_seconds']:.1f} s.",
     ]
     return "\n".join(rows)
+
+
+def _fixed_rate_lines(results: dict[str, Any]) -> list[str]:
+    phases = [results["without"][0], results["with_subscribers"], results["without"][1]]
+    fixed = [phase.get("at_fixed_rate") for phase in phases]
+    if not all(fixed):
+        return []
+
+    def three(key: str) -> str:
+        return " / ".join(_us(step.get(key)) for step in fixed if step)
+
+    achieved = " / ".join(f"{step['achieved_rps']:,.0f}" for step in fixed if step)
+    return [
+        f"- At {results['fixed_rate']:,.0f} placements/s offered in every phase (achieved"
+        f" {achieved}/s), CPU per placement without / with / without the subscribers:"
+        f" engine {three('engine_cpu_us_per_placement')}"
+        f" ({_pct(results['engine_cpu_cost_at_fixed_rate'])}),"
+        f" gateways {three('gateways_cpu_us_per_placement')}."
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -356,6 +400,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--gateway-workers", type=int, default=1, help="with --topology gateway")
     parser.add_argument("--nats", default=NATS, help="with --topology gateway")
+    parser.add_argument(
+        "--fixed-rate",
+        type=float,
+        default=DEFAULT_FIXED_RATE,
+        help="placements/s of an open-loop step in every phase (0: none)",
+    )
     args = parser.parse_args(argv)
     quiet = args.json
     results = run(
@@ -366,6 +416,7 @@ def main(argv: list[str] | None = None) -> None:
         topology_name=args.topology,
         gateway_workers=args.gateway_workers,
         nats=args.nats,
+        fixed_rate=args.fixed_rate,
     )
     print(json.dumps(results) if args.json else report(results))
 

@@ -61,7 +61,7 @@ from bench.wire import (
 )
 
 TOPOLOGIES = ("serve", "gateway")
-DEFAULT_FIXED_RATE = 1000.0
+DEFAULT_FIXED_RATE = 500.0
 """Placements/s of the open-loop step every phase also runs: the engine's CPU per placement
 at the same load with and without subscribers (it costs more per placement at lower rates,
 its batches and commits being smaller, so the phases' own maxima do not compare it)."""
@@ -377,12 +377,13 @@ def _fixed_rate_lines(results: dict[str, Any]) -> list[str]:
         return " / ".join(_us(step.get(key)) for step in fixed if step)
 
     achieved = " / ".join(f"{step['achieved_rps']:,.0f}" for step in fixed if step)
+    cores = " / ".join(_cores(step.get("engine_cpu_share")) for step in fixed if step)
     return [
         f"- At {results['fixed_rate']:,.0f} placements/s offered in every phase (achieved"
-        f" {achieved}/s), CPU per placement without / with / without the subscribers:"
-        f" engine {three('engine_cpu_us_per_placement')}"
-        f" ({_pct(results['engine_cpu_cost_at_fixed_rate'])}),"
-        f" gateways {three('gateways_cpu_us_per_placement')}."
+        f" {achieved}/s), without / with / without the subscribers: engine CPU per placement"
+        f" {three('engine_cpu_us_per_placement')}"
+        f" ({_pct(results['engine_cpu_cost_at_fixed_rate'])}), engine CPU used {cores};"
+        f" gateways per placement {three('gateways_cpu_us_per_placement')}."
     ]
 
 

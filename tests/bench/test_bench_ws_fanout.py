@@ -41,7 +41,9 @@ def test_a_small_fanout_run_through_a_gateway_measures_the_engine_and_the_gatewa
         assert phase["engine_cpu_us_per_placement"] > 0
         assert phase["gateways_cpu_us_per_placement"] > 0
         assert phase["at_80pct"]["engine_cpu_us_per_placement"] > 0
-    assert during["subscribers_cpu_share"] > 0 and "subscribers_cpu_share" not in before
+    # The subscribers' process is accounted for while it runs (20 clients for half a second may
+    # use less than the clock tick /proc counts in).
+    assert during["subscribers_cpu_share"] is not None and "subscribers_cpu_share" not in before
     pushes = results["pushes"]
     assert pushes["clients"] == 20 and pushes["frames"] > 0
     assert pushes["closed_by_server"] == 0

@@ -7,6 +7,10 @@ Reported: the placement maximum (closed loop) in each phase and what the subscri
 p50/p99 of placements at 80 % of each phase's maximum; pushes per second received; and the
 time from a trade's command to its arrival at a client (sampled clients), which includes the
 commit, the coalescing interval and the delivery.
+Each phase also runs an open-loop step at a fixed rate (``--fixed-rate``, 500/s): CPU per
+placement at the same load in every phase. The JSON has, per phase and step, the engine
+process's CPU (``engine_cpu_us_per_placement``, ``engine_cpu_share`` in cores) and, through
+gateways, the gateways' and (with subscribers) the subscribers' process's.
 
     python -m bench.ws_fanout [--clients 1000] [--duration 4] [--json]
     python -m bench.ws_fanout --topology gateway --gateway-workers 2

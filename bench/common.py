@@ -165,6 +165,20 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def family(pid: int) -> list[int]:
+    """``pid`` and its children (a gateway's supervisor and its workers)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return [pid, *map(int, children)]
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of ``pids`` together (those gone count 0)."""
+    return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
+
+
 Ticks = dict[int, tuple[int, int, int, int]]
 
 

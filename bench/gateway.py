@@ -24,24 +24,27 @@ import argparse
 import asyncio
 import json
 import random
-import shutil
 import statistics
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import kill, machine, process_cpu_seconds, python
+from bench.common import cpu_seconds, family, machine, process_cpu_seconds
 from bench.loadgen import TARGET_FRACTION
-from bench.wire import WireSpec, create_accounts, loadgen, start_announcing
-from tradehall.cluster import DEFAULT_BATCH_DELAY
-
-PING = "/spot/open/sapi/v1/ping"
-NO_PINNING = {"pinned": False, "server": [], "loadgen": []}
+from bench.wire import (
+    DEFAULT_BATCH_DELAY_MS,
+    NATS,
+    NO_PINNING,
+    WireSpec,
+    admin_token,
+    create_accounts,
+    loadgen,
+    topology,
+)
 
 
 @dataclass(frozen=True)
@@ -56,47 +59,15 @@ class GatewaySpec:
     flood_batch: int = 32
     """Commands per message in the flood (a gateway sends those admitted in one event-loop
     turn together)."""
-    batch_delay_ms: float = DEFAULT_BATCH_DELAY * 1000
+    batch_delay_ms: float = DEFAULT_BATCH_DELAY_MS
     """The gateways' ``--batch-delay-ms``."""
-    nats: str = "nats://127.0.0.1:4222"
+    nats: str = NATS
 
 
-@contextmanager
-def topology(kind: str, spec: GatewaySpec, work: Path) -> Iterator[tuple[dict[str, Any], str]]:
-    """(load target, admin URL) of ``serve``, ``engine`` (no gateway) or ``gw<N>``."""
-    data_dir = Path(tempfile.mkdtemp(prefix="tradehall-bench-gw-"))
-    procs = []
-    try:
-        if kind == "serve":
-            cmd = [python(), "-m", "tradehall", "serve", "--port", "0", "--json"]
-            cmd += ["--no-rate-limits", "--data-dir", str(data_dir)]
-            proc, info = start_announcing(cmd, work / "serve.log", PING)
-            procs.append(proc)
-            yield info, info["url"]
-            return
-        subject = f"bench-{uuid.uuid4().hex[:12]}"
-        cmd = [python(), "-m", "tradehall", "engine", "--json", "--data-dir", str(data_dir)]
-        cmd += ["--nats", spec.nats, "--engine-subject", subject]
-        engine, engine_info = start_announcing(cmd, work / "engine.log", "/openapi.json")
-        procs.append(engine)
-        engine_info["subject"] = subject
-        if kind == "engine":
-            yield engine_info, engine_info["url"]
-            return
-        workers = int(kind.removeprefix("gw"))
-        cmd = [python(), "-m", "tradehall", "gateway", "--port", "0", "--json", "--no-rate-limits"]
-        cmd += ["--nats", spec.nats, "--engine-subject", subject, "--workers", str(workers)]
-        cmd += ["--batch-delay-ms", str(spec.batch_delay_ms)]
-        gateway, info = start_announcing(cmd, work / "gateway.log", PING)
-        procs.append(gateway)
-        info["gateway_pid"] = gateway.pid
-        info["pid"] = engine.pid  # the CPU share the load generator reports: the engine's
-        info["dataDir"] = engine_info["dataDir"]
-        yield info, engine_info["url"]
-    finally:
-        for proc in reversed(procs):
-            kill(proc)
-        shutil.rmtree(data_dir, ignore_errors=True)
+def _topology(
+    kind: str, spec: GatewaySpec, work: Path
+) -> AbstractContextManager[tuple[dict[str, Any], str]]:
+    return topology(kind, work, nats=spec.nats, batch_delay_ms=spec.batch_delay_ms)
 
 
 def wire_spec(spec: GatewaySpec) -> WireSpec:
@@ -114,7 +85,7 @@ def wire_spec(spec: GatewaySpec) -> WireSpec:
 def latency_at_80(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
     """The wire harness's open-loop placements at 50 % and 80 % of ``kind``'s own closed-loop
     maximum (measured first, in the same run): p50/p99 at each step."""
-    with topology(kind, spec, work) as (target, admin_url):
+    with _topology(kind, spec, work) as (target, admin_url):
         accounts = create_accounts(admin_url, admin_token(target), spec.accounts)
         wire = wire_spec(spec)
         loadgen("seed", target, wire, NO_PINNING, work, accounts, extra=SEED)
@@ -136,7 +107,7 @@ def latency_at_80(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
 
 def placements(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
     """Closed-loop signed placements (the wire harness's ``place``) through ``kind``."""
-    with topology(kind, spec, work) as (target, admin_url):
+    with _topology(kind, spec, work) as (target, admin_url):
         accounts = create_accounts(admin_url, admin_token(target), spec.accounts)
         wire = wire_spec(spec)
         loadgen("seed", target, wire, NO_PINNING, work, accounts, extra=SEED)
@@ -169,27 +140,10 @@ def placements(kind: str, spec: GatewaySpec, work: Path) -> dict[str, Any]:
 SEED = {"levels": 60, "per_level": 2}
 
 
-def family(pid: int) -> list[int]:
-    """``pid`` and its children (a gateway's supervisor and its workers)."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
-    return [pid, *map(int, children)]
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    return sum(process_cpu_seconds(pid) or 0.0 for pid in pids)
-
-
-def admin_token(info: dict[str, Any]) -> str:
-    return (Path(info["dataDir"]) / "admin.token").read_text().strip()
-
-
 def engine_ceiling(spec: GatewaySpec, work: Path) -> dict[str, Any]:
     """Pre-admitted placements (what a gateway forwards after its checks) flooded straight
     into the engine process over NATS, ``in_flight`` outstanding: its own commands/s."""
-    with topology("engine", spec, work) as (info, admin_url):
+    with _topology("engine", spec, work) as (info, admin_url):
         accounts = create_accounts(admin_url, admin_token(info), spec.accounts)
         keys = [a[0] for a in accounts]
         return asyncio.run(_flood(spec, info["subject"], keys, info["pid"]))

@@ -36,6 +36,7 @@ from bench.common import (
     SYMBOL,
     Ticks,
     cpu_busy,
+    cpu_seconds,
     cpu_ticks,
     percentiles,
     process_cpu_seconds,
@@ -224,14 +225,18 @@ class CpuWindow:
 
     server_cpus: ClassVar[list[int]] = []
     loadgen_cpus: ClassVar[list[int]] = []
+    watched: ClassVar[dict[str, list[int]]] = {}
+    """Other processes to account for, by name (e.g. the gateways in front of the engine)."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid
         self.threads: dict[str, float] = {}
         self.start: tuple[float, float | None, float, Ticks] | None = None
+        self.watched0: dict[str, float] = {}
 
     def begin(self) -> None:
         self.threads = thread_cpu_seconds(self.server_pid) if self.server_pid else {}
+        self.watched0 = {name: cpu_seconds(pids) for name, pids in self.watched.items()}
         self.start = (
             time.perf_counter(),
             process_cpu_seconds(self.server_pid) if self.server_pid else None,
@@ -248,6 +253,7 @@ class CpuWindow:
         server1 = process_cpu_seconds(self.server_pid) if self.server_pid else None
         if server0 is not None and server1 is not None:
             out["server_cpu_share"] = round((server1 - server0) / wall, 3)
+            out["server_cpu_s"] = round(server1 - server0, 3)
             after = thread_cpu_seconds(self.server_pid) if self.server_pid else {}
             out["server_threads_cpu_share"] = {
                 name: round((seconds - self.threads.get(name, 0.0)) / wall, 3)
@@ -262,6 +268,11 @@ class CpuWindow:
             if "server_cpu_share" in out and busy:
                 others = busy["busy"] - busy["irq"] - busy["steal"] - out["server_cpu_share"]
                 out["others_on_server_cpus"] = round(max(0.0, others), 3)
+        if self.watched:
+            out["watched_cpu_s"] = {
+                name: round(cpu_seconds(pids) - self.watched0.get(name, 0.0), 3)
+                for name, pids in self.watched.items()
+            }
         if self.loadgen_cpus:
             busy = cpu_busy(ticks0, ticks1, self.loadgen_cpus)
             out["loadgen_cpus_busy"] = busy.get("busy")
@@ -508,6 +519,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
     scenario = spec["scenario"]
     CpuWindow.server_cpus = list(spec.get("server_cpus") or [])
     CpuWindow.loadgen_cpus = list(spec.get("loadgen_cpus") or [])
+    CpuWindow.watched = {name: list(pids) for name, pids in (spec.get("watch") or {}).items()}
     reqs = Requests(spec)
     closed_spec = spec.get("closed") or {}
     open_spec = spec.get("open")
@@ -592,9 +604,15 @@ async def sweep(
             break
         mid = (lo + hi) / 2
         await step(max_rate * mid, mid)
+    for rate in spec.get("rates") or []:
+        (await step(float(rate), float(rate) / max_rate))["fixed_rate"] = True
     steps.sort(key=lambda s: s["offered_rate"])
-    passing = [s for s in steps if s["pass"]]
-    at_target = next(s for s in steps if s["fraction_of_closed_max"] == TARGET_FRACTION)
+    passing = [s for s in steps if s["pass"] and not s.get("fixed_rate")]
+    at_target = next(
+        s
+        for s in steps
+        if s["fraction_of_closed_max"] == TARGET_FRACTION and not s.get("fixed_rate")
+    )
     return {
         "p99_limit_ms": limit,
         "closed_max": max_rate,

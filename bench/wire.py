@@ -19,7 +19,8 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from bench.common import (
 )
 from bench.loadgen import DEFAULT_FRACTIONS
 from tradehall.client import AdminClient
+from tradehall.cluster import DEFAULT_BATCH_DELAY
 
 ENDPOINTS = {
     "floor_get": "GET /floor (bare ASGI, constant)",
@@ -61,6 +63,9 @@ class WireSpec:
     duration: float = 4.0
     step_duration: float = 4.0
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    fixed_rates: tuple[float, ...] = ()
+    """Open-loop steps at these rates (requests/s) too, after the sweep: the same load in runs
+    whose maxima differ."""
     refine: int = 2
     p99_limit_ms: float = 10.0
     seed_levels: int = 120
@@ -140,6 +145,67 @@ def serve_supports_no_rate_limits() -> bool:
     return "--no-rate-limits" in out.stdout
 
 
+PING = "/spot/open/sapi/v1/ping"
+NO_PINNING: dict[str, Any] = {"pinned": False, "server": [], "loadgen": []}
+NATS = "nats://127.0.0.1:4222"
+DEFAULT_BATCH_DELAY_MS = DEFAULT_BATCH_DELAY * 1000
+
+
+@contextlib.contextmanager
+def topology(
+    kind: str,
+    work: Path,
+    *,
+    nats: str = NATS,
+    batch_delay_ms: float = DEFAULT_BATCH_DELAY_MS,
+    plan: dict[str, Any] = NO_PINNING,
+) -> Iterator[tuple[dict[str, Any], str]]:
+    """(load target, admin URL) of ``serve``, ``engine`` (no gateway) or ``gw<N>`` (the engine
+    process behind ``tradehall gateway --workers N``, over NATS at ``nats``). ``serve`` runs on
+    ``plan``'s server CPUs; the split topologies are not pinned. In the split ones the target's
+    ``pid`` is the engine process's (the CPU the load generator reports) and ``gateway_pid``
+    the gateway's supervisor."""
+    data_dir = Path(tempfile.mkdtemp(prefix="tradehall-bench-gw-"))
+    procs = []
+    try:
+        if kind == "serve":
+            cmd = [python(), "-m", "tradehall", "serve", "--port", "0", "--json"]
+            cmd += ["--no-rate-limits", "--data-dir", str(data_dir)]
+            proc, info = start_announcing(
+                pinned(cmd, plan["server"], plan), work / "serve.log", PING
+            )
+            procs.append(proc)
+            yield info, info["url"]
+            return
+        subject = f"bench-{uuid.uuid4().hex[:12]}"
+        cmd = [python(), "-m", "tradehall", "engine", "--json", "--data-dir", str(data_dir)]
+        cmd += ["--nats", nats, "--engine-subject", subject]
+        engine, engine_info = start_announcing(cmd, work / "engine.log", "/openapi.json")
+        procs.append(engine)
+        engine_info["subject"] = subject
+        if kind == "engine":
+            yield engine_info, engine_info["url"]
+            return
+        workers = int(kind.removeprefix("gw"))
+        cmd = [python(), "-m", "tradehall", "gateway", "--port", "0", "--json", "--no-rate-limits"]
+        cmd += ["--nats", nats, "--engine-subject", subject, "--workers", str(workers)]
+        cmd += ["--batch-delay-ms", str(batch_delay_ms)]
+        gateway, info = start_announcing(cmd, work / "gateway.log", PING)
+        procs.append(gateway)
+        info["gateway_pid"] = gateway.pid
+        info["pid"] = engine.pid  # the CPU share the load generator reports: the engine's
+        info["dataDir"] = engine_info["dataDir"]
+        yield info, engine_info["url"]
+    finally:
+        for proc in reversed(procs):
+            kill(proc)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def admin_token(info: dict[str, Any]) -> str:
+    return (Path(info["dataDir"]) / "admin.token").read_text().strip()
+
+
 # --------------------------------------------------------------------------- setup
 
 
@@ -208,6 +274,7 @@ def loadgen(
             "connections": spec.open_connections,
             "duration": spec.step_duration,
             "fractions": list(spec.fractions),
+            "rates": list(spec.fixed_rates),
             "refine": spec.refine,
             "p99_limit_ms": spec.p99_limit_ms,
             "max_drain": max_drain,
@@ -218,7 +285,7 @@ def loadgen(
     }
     spec_path = work / f"loadgen-{scenario}.json"
     spec_path.write_text(json.dumps(config))
-    steps = len(spec.fractions) + 1 + spec.refine if open_loop else 0
+    steps = len(spec.fractions) + len(spec.fixed_rates) + 1 + spec.refine if open_loop else 0
     timeout = 120 + spec.warmup + spec.duration + steps * (spec.step_duration + max_drain + 3)
     cmd = pinned([python(), "-m", "bench.loadgen", str(spec_path)], plan["loadgen"], plan)
     result: dict[str, Any] = run_json(cmd, timeout)

@@ -19,12 +19,10 @@ from tradehall.api.errors import ApiError
 from tradehall.codes import Code
 from tradehall.units import UnitsError, pow10, to_units
 
-_SYMBOL = re.compile(r"[A-Za-z0-9_-]{1,40}")
+SYMBOL = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_SYMBOL = SYMBOL  # as tests/api/test_api_request_types.py names it
 _INTEGER = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
-_SIMPLE_DECIMAL = re.compile(r"([0-9]{1,20})(?:\.([0-9]{1,20}))?", re.ASCII)
-"""Plain decimal text that ``to_units`` takes as it is (the usual prices and amounts): read
-without going through Decimal."""
 
 
 class Params:
@@ -59,22 +57,16 @@ class Params:
         return str(value)
 
     def symbol(self, name: str = "symbol", *, required: bool = True) -> str | None:
-        value = self.data.get(name)
-        if isinstance(value, str) and _SYMBOL.fullmatch(value):  # the usual case, at once
-            return value.upper()
         value = self.text(name, required=required)
         if value is None:
             return None
-        if not _SYMBOL.fullmatch(value):
+        if not SYMBOL.fullmatch(value):
             raise ApiError(Code.ILLEGAL_CHARS, f"illegal characters in parameter '{name}'")
         return value.upper()
 
     def choice(
         self, name: str, allowed: Iterable[str], code: Code, *, required: bool = True
     ) -> str | None:
-        value = self.data.get(name)
-        if isinstance(value, str) and value.isascii() and (upper := value.upper()) in allowed:
-            return upper  # the usual case, at once
         value = self.text(name, required=required)
         if value is None:
             return None
@@ -94,19 +86,24 @@ class Params:
             raise ApiError(Code.ILLEGAL_CHARS, f"illegal characters in parameter '{name}'")
         return value
 
-    def units(self, name: str, decimals: int, *, required: bool = True) -> int | None:
+    def units(self, name: str, decimals: int, required: bool = True) -> int | None:
         """A positive decimal with at most ``decimals`` places, as integer units."""
         value = self.data.get(name)
-        if type(value) is str and (match := _SIMPLE_DECIMAL.fullmatch(value)) is not None:
-            whole, fraction = match.groups()
-            if fraction is None:
-                units = int(whole) * pow10(decimals)
-            elif len(fraction) <= decimals:
-                units = int(whole + fraction) * pow10(decimals - len(fraction))
-            else:
-                units = -1  # more places than allowed: to_units tells which error
-            if units > 0:
-                return units
+        if type(value) is str:  # plain decimal text, as to_units would take it: at once
+            whole, point, fraction = value.partition(".")
+            digits = whole + fraction
+            places = len(fraction)
+            if (
+                places <= decimals  # more places than allowed: to_units tells which error
+                and digits.isdigit()
+                and digits.isascii()
+                and 0 < len(whole) <= 20
+                and (places or not point)
+                and places <= 20
+            ):
+                units = int(digits) * pow10(decimals - places)
+                if units > 0:
+                    return units
         value = self.raw(name)
         if value is None:
             if required:

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from tradehall.api.errors import ApiError
-from tradehall.api.params import Params
+from tradehall.api.params import SYMBOL, Params
 from tradehall.codes import Code
 from tradehall.marketdata import Interval as Bar
 from tradehall.marketdata import parse_interval
+
+Reader = Callable[[Params, dict[str, Any]], Any]
+"""A rule compiled for one parameter: (the request's params, what the handler gives) -> the
+value. Built once per request type, so a read is one call with nothing to look up."""
 
 
 class Rule:
@@ -34,7 +38,8 @@ class Rule:
 
     __slots__ = ()
 
-    def read(self, params: Params, name: str, /, **given: Any) -> Any:
+    def reader(self, name: str) -> Reader:
+        """This rule for the parameter ``name``."""
         raise NotImplementedError
 
 
@@ -44,8 +49,9 @@ class Text(Rule):
 
     required: bool = False
 
-    def read(self, params: Params, name: str, /, **given: Any) -> str | None:
-        return params.text(name, required=self.required)
+    def reader(self, name: str) -> Reader:
+        required = self.required
+        return lambda params, given: params.text(name, required=required)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,15 +61,20 @@ class GivenText(Rule):
 
     required: bool = False
 
-    def read(self, params: Params, name: str, /, **given: Any) -> str | None:
-        value = params.data.get(name)
-        if value is None:
-            if self.required:
-                raise params.missing(name)
-            return None
-        if not isinstance(value, str):
-            raise params.malformed(name, "must be a string")
-        return value
+    def reader(self, name: str) -> Reader:
+        required = self.required
+
+        def read(params: Params, given: dict[str, Any]) -> str | None:
+            value = params.data.get(name)
+            if value is None:
+                if required:
+                    raise params.missing(name)
+                return None
+            if not isinstance(value, str):
+                raise params.malformed(name, "must be a string")
+            return value
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +82,13 @@ class TxId(Rule):
     """An idempotency id. An empty one is passed on (and refused), not taken as absent: a
     generated id would make a repeated call move the funds again."""
 
-    def read(self, params: Params, name: str, /, **given: Any) -> str | None:
-        if params.data.get(name) == "":
-            return ""
-        return params.text(name)
+    def reader(self, name: str) -> Reader:
+        def read(params: Params, given: dict[str, Any]) -> str | None:
+            if params.data.get(name) == "":
+                return ""
+            return params.text(name)
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +97,17 @@ class Symbol(Rule):
 
     required: bool = True
 
-    def read(self, params: Params, name: str, /, **given: Any) -> str | None:
-        return params.symbol(name, required=self.required)
+    def reader(self, name: str) -> Reader:
+        required = self.required
+        usual = SYMBOL.fullmatch
+
+        def read(params: Params, given: dict[str, Any]) -> str | None:
+            value = params.data.get(name)
+            if type(value) is str and usual(value):  # the usual case, at once
+                return value.upper()
+            return params.symbol(name, required=required)
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +118,19 @@ class Choice(Rule):
     code: Code = Code.BAD_PARAM
     required: bool = True
 
-    def read(self, params: Params, name: str, /, **given: Any) -> str | None:
-        return params.choice(name, self.allowed, self.code, required=self.required)
+    def reader(self, name: str) -> Reader:
+        allowed, code, required = self.allowed, self.code, self.required
+        usual = frozenset(allowed)
+
+        def read(params: Params, given: dict[str, Any]) -> str | None:
+            value = params.data.get(name)
+            if type(value) is str and value.isascii() and (upper := value.upper()) in usual:
+                return upper  # the usual cases, at once
+            if value is None and not required:
+                return None
+            return params.choice(name, allowed, code, required=required)
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +139,16 @@ class ClientId(Rule):
 
     max_len: int = 64
 
-    def read(self, params: Params, name: str, /, **given: Any) -> str:
-        return params.client_id(name, self.max_len)
+    def reader(self, name: str) -> Reader:
+        max_len = self.max_len
+
+        def read(params: Params, given: dict[str, Any]) -> str:
+            value = params.data.get(name)
+            if value is None or value == "":  # absent, the usual case
+                return ""
+            return params.client_id(name, max_len)
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,16 +157,17 @@ class Units(Rule):
 
     required: bool = True
 
-    def read(self, params: Params, name: str, /, **given: Any) -> int | None:
-        return params.units(name, given["decimals"], required=self.required)
+    def reader(self, name: str) -> Reader:
+        required = self.required
+        return lambda params, given: params.units(name, given["decimals"], required)
 
 
 @dataclass(frozen=True, slots=True)
 class SignedUnits(Rule):
     """A non-zero exact decimal, negative allowed, as units; the handler gives ``decimals``."""
 
-    def read(self, params: Params, name: str, /, **given: Any) -> int:
-        return params.signed_units(name, given["decimals"])
+    def reader(self, name: str) -> Reader:
+        return lambda params, given: params.signed_units(name, given["decimals"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +180,18 @@ class Integer(Rule):
     default: int | None = None
     required: bool = False
 
-    def read(self, params: Params, name: str, /, **given: Any) -> int | None:
-        maximum = given.get("maximum", self.maximum)
-        value = params.integer(name, default=self.default, minimum=self.minimum, maximum=maximum)
-        if value is None and self.required:
-            raise params.missing(name)
-        return value
+    def reader(self, name: str) -> Reader:
+        minimum, default, required = self.minimum, self.default, self.required
+        declared = self.maximum
+
+        def read(params: Params, given: dict[str, Any]) -> int | None:
+            maximum = given.get("maximum", declared)
+            value = params.integer(name, default=default, minimum=minimum, maximum=maximum)
+            if value is None and required:
+                raise params.missing(name)
+            return value
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +200,9 @@ class OrderId(Rule):
 
     required: bool = False
 
-    def read(self, params: Params, name: str, /, **given: Any) -> int | None:
-        return params.order_id(name, required=self.required)
+    def reader(self, name: str) -> Reader:
+        required = self.required
+        return lambda params, given: params.order_id(name, required=required)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,23 +211,27 @@ class Items(Rule):
 
     max_items: int
 
-    def read(self, params: Params, name: str, /, **given: Any) -> list[Any]:
-        return params.list(name, self.max_items)
+    def reader(self, name: str) -> Reader:
+        max_items = self.max_items
+        return lambda params, given: params.list(name, max_items)
 
 
 @dataclass(frozen=True, slots=True)
 class Flag(Rule):
     """A boolean, or its text ``true``/``false``/``1``/``0``; false when absent."""
 
-    def read(self, params: Params, name: str, /, **given: Any) -> bool:
-        value = params.raw(name)
-        if value is None:
-            return False
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-            return value.lower() in ("true", "1")
-        raise params.malformed(name, "must be true or false")
+    def reader(self, name: str) -> Reader:
+        def read(params: Params, given: dict[str, Any]) -> bool:
+            value = params.raw(name)
+            if value is None:
+                return False
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+                return value.lower() in ("true", "1")
+            raise params.malformed(name, "must be true or false")
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +239,14 @@ class Addresses(Rule):
     """An array of IP addresses or CIDR blocks (checked by what reads them); empty when
     absent."""
 
-    def read(self, params: Params, name: str, /, **given: Any) -> list[str]:
-        value = params.raw(name) or []
-        if not isinstance(value, list) or not all(isinstance(ip, str) for ip in value):
-            raise params.malformed(name, "must be an array of IP addresses or CIDR blocks")
-        return value
+    def reader(self, name: str) -> Reader:
+        def read(params: Params, given: dict[str, Any]) -> list[str]:
+            value = params.raw(name) or []
+            if not isinstance(value, list) or not all(isinstance(ip, str) for ip in value):
+                raise params.malformed(name, "must be an array of IP addresses or CIDR blocks")
+            return value
+
+        return read
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,15 +255,20 @@ class Interval(Rule):
 
     names: str
 
-    def read(self, params: Params, name: str, /, **given: Any) -> Bar:
-        text = params.text(name, required=True)
-        assert text is not None
-        try:
-            return parse_interval(text)
-        except ValueError:
-            raise ApiError(
-                Code.BAD_PARAM, f"invalid interval {text!r}; expected {self.names}"
-            ) from None
+    def reader(self, name: str) -> Reader:
+        names = self.names
+
+        def read(params: Params, given: dict[str, Any]) -> Bar:
+            text = params.text(name, required=True)
+            assert text is not None
+            try:
+                return parse_interval(text)
+            except ValueError:
+                raise ApiError(
+                    Code.BAD_PARAM, f"invalid interval {text!r}; expected {names}"
+                ) from None
+
+        return read
 
 
 @functools.cache
@@ -225,41 +287,51 @@ def rules_of(schema: type[msgspec.Struct]) -> Mapping[str, Rule]:
     return out
 
 
+def readers_of(schema: type[msgspec.Struct]) -> dict[str, Reader]:
+    """Each field's rule compiled for its wire name (built once per request type)."""
+    found = _READERS.get(schema)
+    if found is None:
+        found = _READERS[schema] = {
+            name: rule.reader(name) for name, rule in rules_of(schema).items()
+        }
+    return found
+
+
+_READERS: dict[type[msgspec.Struct], dict[str, Reader]] = {}
+
+
 class Reading:
     """A request's parameters read through its Struct."""
 
-    __slots__ = ("params", "rules", "schema")
+    __slots__ = ("params", "readers", "schema")
 
     def __init__(self, params: Params, schema: type[msgspec.Struct]) -> None:
         self.params = params
         self.schema = schema
-        self.rules = rules_of(schema)
+        readers = _READERS.get(schema)  # readers_of() inlined: this runs for every request
+        self.readers = readers if readers is not None else readers_of(schema)
 
-    def _rule(self, name: str) -> Rule:
-        rule = self.rules.get(name)
-        if rule is None:
+    def _declared(self, name: str) -> None:
+        if name not in self.readers:
             raise LookupError(f"{self.schema.__name__} declares no parameter {name!r}")
-        return rule
 
     def value(self, name: str, /, **given: Any) -> Any:
         """The parameter ``name`` read by its field's rule (an ApiError when it is bad)."""
-        rule = self.rules.get(name)  # _rule() inlined: this runs for every parameter
-        if rule is None:
-            rule = self._rule(name)  # raises
-        if given:
-            return rule.read(self.params, name, **given)
-        return rule.read(self.params, name)
+        read = self.readers.get(name)
+        if read is None:
+            self._declared(name)  # raises
+        return read(self.params, given)  # type: ignore[misc]
 
     def present(self, name: str) -> bool:
-        self._rule(name)
+        self._declared(name)
         return self.params.present(name)
 
     def missing(self, name: str) -> ApiError:
-        self._rule(name)
+        self._declared(name)
         return self.params.missing(name)
 
     def malformed(self, name: str, what: str) -> ApiError:
-        self._rule(name)
+        self._declared(name)
         return self.params.malformed(name, what)
 
 
@@ -277,6 +349,7 @@ __all__ = [
     "Interval",
     "Items",
     "OrderId",
+    "Reader",
     "Reading",
     "Rule",
     "SignedUnits",
@@ -284,6 +357,7 @@ __all__ = [
     "Text",
     "TxId",
     "Units",
+    "readers_of",
     "reading",
     "rules_of",
 ]

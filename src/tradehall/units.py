@@ -79,9 +79,12 @@ def format_units(units: int, decimals: int) -> str:
     """Render integer units as plain decimal text with exactly ``decimals`` places."""
     if decimals == 0:
         return str(units)
-    sign = "-" if units < 0 else ""
-    whole, frac = divmod(abs(units), pow10(decimals))
-    return f"{sign}{whole}.{frac:0{decimals}d}"
+    # zfill rather than a nested format spec: this renders every price and quantity answered.
+    if units >= 0:
+        whole, frac = divmod(units, pow10(decimals))
+        return f"{whole}.{str(frac).zfill(decimals)}"
+    whole, frac = divmod(-units, pow10(decimals))
+    return f"-{whole}.{str(frac).zfill(decimals)}"
 
 
 def format_units_trimmed(units: int, decimals: int) -> str:

@@ -3,13 +3,12 @@ happened; the engine never reads a clock."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from tradehall.engine.orders import GTC
 
 
-@dataclass(frozen=True, slots=True)
-class PlaceOrder:
+class PlaceOrder(msgspec.Struct, frozen=True, gc=False):
     ts: int
     account: int
     symbol: str
@@ -27,8 +26,7 @@ class PlaceOrder:
     """Validate everything (balance included) and change nothing."""
 
 
-@dataclass(frozen=True, slots=True)
-class PlaceBatch:
+class PlaceBatch(msgspec.Struct, frozen=True, gc=False):
     """All orders are validated first (including their combined holds); if any fails,
     none is placed."""
 
@@ -38,8 +36,7 @@ class PlaceBatch:
     orders: tuple[PlaceOrder, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class CancelOrder:
+class CancelOrder(msgspec.Struct, frozen=True, gc=False):
     ts: int
     account: int
     symbol: str
@@ -47,16 +44,14 @@ class CancelOrder:
     client_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CancelBatch:
+class CancelBatch(msgspec.Struct, frozen=True, gc=False):
     ts: int
     account: int
     symbol: str
     order_ids: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Deposit:
+class Deposit(msgspec.Struct, frozen=True, gc=False):
     ts: int
     account: int
     asset: str
@@ -64,8 +59,7 @@ class Deposit:
     tx_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class Withdraw:
+class Withdraw(msgspec.Struct, frozen=True, gc=False):
     ts: int
     account: int
     asset: str
@@ -73,8 +67,7 @@ class Withdraw:
     tx_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class MarginTransfer:
+class MarginTransfer(msgspec.Struct, frozen=True, gc=False):
     """Move funds between a user's spot account and its margin account on ``symbol``."""
 
     ts: int
@@ -85,8 +78,7 @@ class MarginTransfer:
     into_margin: bool
 
 
-@dataclass(frozen=True, slots=True)
-class MarginRepay:
+class MarginRepay(msgspec.Struct, frozen=True, gc=False):
     """Repay margin debt in ``asset`` from the margin account's free balance."""
 
     ts: int
@@ -96,15 +88,13 @@ class MarginRepay:
     amount: int
 
 
-@dataclass(frozen=True, slots=True)
-class AccrueInterest:
+class AccrueInterest(msgspec.Struct, frozen=True, gc=False):
     """From the scheduler: charge margin interest for every whole hour passed up to ``ts``."""
 
     ts: int
 
 
-@dataclass(frozen=True, slots=True)
-class FuturesPlace:
+class FuturesPlace(msgspec.Struct, frozen=True, gc=False):
     """A futures order (or, with ``trigger_type``, a conditional order)."""
 
     ts: int
@@ -128,8 +118,7 @@ class FuturesPlace:
     trigger_price: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class FuturesCancel:
+class FuturesCancel(msgspec.Struct, frozen=True, gc=False):
     """Cancel an open futures order or a waiting conditional order."""
 
     ts: int
@@ -139,8 +128,7 @@ class FuturesCancel:
     client_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class FuturesCancelAll:
+class FuturesCancelAll(msgspec.Struct, frozen=True, gc=False):
     """Cancel every open futures order and waiting conditional order of the user (on one
     contract, or on all when ``contract`` is empty)."""
 
@@ -149,8 +137,7 @@ class FuturesCancelAll:
     contract: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class FuturesTransfer:
+class FuturesTransfer(msgspec.Struct, frozen=True, gc=False):
     """Move ``asset`` between a user's spot account and futures account."""
 
     ts: int
@@ -160,24 +147,21 @@ class FuturesTransfer:
     into_futures: bool
 
 
-@dataclass(frozen=True, slots=True)
-class SetLeverage:
+class SetLeverage(msgspec.Struct, frozen=True, gc=False):
     ts: int
     user: int
     contract: str
     leverage: int
 
 
-@dataclass(frozen=True, slots=True)
-class SetMarginMode:
+class SetMarginMode(msgspec.Struct, frozen=True, gc=False):
     ts: int
     user: int
     contract: str
     position_type: int
 
 
-@dataclass(frozen=True, slots=True)
-class AdjustPositionMargin:
+class AdjustPositionMargin(msgspec.Struct, frozen=True, gc=False):
     """Add (amount > 0) or take out (amount < 0) isolated position margin."""
 
     ts: int
@@ -186,8 +170,7 @@ class AdjustPositionMargin:
     amount: int
 
 
-@dataclass(frozen=True, slots=True)
-class SetIndexPrice:
+class SetIndexPrice(msgspec.Struct, frozen=True, gc=False):
     """From the operator: the index price of a contract, in ticks."""
 
     ts: int
@@ -195,16 +178,14 @@ class SetIndexPrice:
     price: int
 
 
-@dataclass(frozen=True, slots=True)
-class FuturesTick:
+class FuturesTick(msgspec.Struct, frozen=True, gc=False):
     """From the scheduler: refresh index and mark prices, sample the premium, settle funding
     that is due, fire triggers and liquidate what the new prices call for."""
 
     ts: int
 
 
-@dataclass(frozen=True, slots=True)
-class SettleFunding:
+class SettleFunding(msgspec.Struct, frozen=True, gc=False):
     """From the operator (time control in a sandbox): settle funding now, at the rate the
     interval's premium samples give so far, on one contract or on every one (``contract``
     empty); the regular schedule is unchanged."""
@@ -213,8 +194,7 @@ class SettleFunding:
     contract: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ClosePositions:
+class ClosePositions(msgspec.Struct, frozen=True, gc=False):
     """From the operator (account reset): cancel the user's futures orders and close every
     one of its positions at the mark price, against opposite positions (ranked as for
     auto-deleveraging), without fees."""

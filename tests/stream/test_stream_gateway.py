@@ -1,7 +1,8 @@
 """The WebSocket streams served by gateways (the protocol itself is tested against both
 topologies in the other stream tests): what only the split topology has, with real processes.
 A client's subscriptions outlive an engine restart; a killed gateway leaves the others'
-streams alone; the engine being down is an error frame; gateways serve the trader's page;
+streams alone; the engine being down is an error frame; gateways serve the trader's page and
+the engine the operator's;
 the market simulation runs in the engine and its trades reach gateway clients."""
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def test_a_killed_gateway_leaves_the_other_gateways_streams_alone(
     asyncio.run(asyncio.wait_for(scenario(), 90))
 
 
-def test_gateways_serve_the_traders_page_but_not_the_operators(
+def test_gateways_serve_the_traders_page_and_the_engine_the_operators(
     tmp_path: Path, stopped: list[ServerProcess]
 ) -> None:
     found = split(tmp_path / "data", stopped)
@@ -149,6 +150,14 @@ def test_gateways_serve_the_traders_page_but_not_the_operators(
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(found.url + "/admin", timeout=10)
     assert missing.value.code == 404
+    engine = stopped[0].url  # its loopback admin API serves the operator's page instead
+    with urllib.request.urlopen(engine + "/admin", timeout=10) as page:
+        assert page.status == 200 and b"admin.js" in page.read()
+    with urllib.request.urlopen(engine + "/web/js/admin.js", timeout=10) as script:
+        assert script.status == 200
+    with pytest.raises(urllib.error.HTTPError) as no_trader:
+        urllib.request.urlopen(engine + "/", timeout=10)
+    assert no_trader.value.code == 404
 
 
 def test_stream_errors_when_the_engine_is_down_are_error_frames(

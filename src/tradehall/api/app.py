@@ -206,9 +206,10 @@ def create_app(
     app = assemble([*(client_routes() if client_api else []), *admin.routes()], state, lifespan)
     if client_api:
         app.router.routes.extend(stream_routes(hub, state.replay, state.max_ahead_ms))
-        # The web pages and their files come last: their routes are not API operations (the
-        # OpenAPI document leaves them out) and a path parameter ends the fast-path table.
-        app.router.routes.extend(pages.routes())
+    # The web pages and their files come last: their routes are not API operations (the
+    # OpenAPI document leaves them out) and a path parameter ends the fast-path table. The
+    # engine process (no client API) serves the operator's page only.
+    app.router.routes.extend(pages.routes(trader=client_api))
     app.state.hub = hub
     app.state.scheduler = scheduler
     return app

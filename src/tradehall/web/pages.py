@@ -69,12 +69,13 @@ def _answer(body: bytes, media: str, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type=media, headers=headers)
 
 
-def routes(*, operator: bool = True) -> list[Route]:
-    """The trader's page and its files; and the operator's page unless ``operator`` is False
-    (a gateway, which has no admin API)."""
+def routes(*, trader: bool = True, operator: bool = True) -> list[Route]:
+    """The pages' files; the trader's page unless ``trader`` is False (the engine process,
+    which has no client API) and the operator's page unless ``operator`` is False (a gateway,
+    which has no admin API)."""
     files = _load_files()
 
-    async def trader(request: Request) -> Response:
+    async def trader_page(request: Request) -> Response:
         return _answer(*files["index.html"])
 
     async def operator_page(request: Request) -> Response:
@@ -92,7 +93,7 @@ def routes(*, operator: bool = True) -> list[Route]:
         return _answer(*found)
 
     return [
-        Route("/", trader, methods=["GET"], include_in_schema=False),
+        *([Route("/", trader_page, methods=["GET"], include_in_schema=False)] if trader else []),
         *(
             [Route("/admin", operator_page, methods=["GET"], include_in_schema=False)]
             if operator

@@ -18,7 +18,14 @@ from starlette.types import Receive, Scope, Send
 
 from tradehall.api import admin, asset, futures, margin, openapi, spot
 from tradehall.api.auth import MAX_AHEAD_MS
-from tradehall.api.http import JSON_CONTENT_TYPE, Answer, AppState, Front, answer_of
+from tradehall.api.http import (
+    JSON_CONTENT_TYPE,
+    Answer,
+    AppState,
+    Front,
+    answer_of,
+    failed_answer,
+)
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
@@ -43,11 +50,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     state.monitor.requests_total += 1
     if exc.status_code == 405:
         msg = f"{request.method} is not supported here"
-        return state.failed(request.scope, Code.UNSUPPORTED, msg, 405)
+        return failed_answer(state.monitor, request.scope, Code.UNSUPPORTED, msg, 405)
     if exc.status_code == 404:
         msg = f"unknown path {request.url.path}"
-        return state.failed(request.scope, Code.UNSUPPORTED, msg, 404)
-    return state.failed(request.scope, Code.UNKNOWN, str(exc.detail), exc.status_code)
+        return failed_answer(state.monitor, request.scope, Code.UNSUPPORTED, msg, 404)
+    return failed_answer(
+        state.monitor, request.scope, Code.UNKNOWN, str(exc.detail), exc.status_code
+    )
 
 
 class App(Starlette):
@@ -210,6 +219,5 @@ def create_app(
     # OpenAPI document leaves them out) and a path parameter ends the fast-path table. The
     # engine process (no client API) serves the operator's page only.
     app.router.routes.extend(pages.routes(trader=client_api))
-    app.state.hub = hub
     app.state.scheduler = scheduler
     return app

@@ -77,17 +77,6 @@ class AppState:
     """The WebSocket streams' source (served here, or relayed to gateways by the engine
     process)."""
 
-    def failed(
-        self,
-        scope: Scope,
-        code: int,
-        msg: str,
-        status: int,
-        headers: dict[str, str] | None = None,
-    ) -> Response:
-        """The error answer, counted and kept among the recent errors."""
-        return failed_answer(self.monitor, scope, code, msg, status, headers)
-
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""
         return await asyncio.get_running_loop().run_in_executor(self.reader, fn, *args)
@@ -194,15 +183,6 @@ class Front(Protocol):
 
     @property
     def max_ahead_ms(self) -> int: ...
-
-    def failed(
-        self,
-        scope: Scope,
-        code: int,
-        msg: str,
-        status: int,
-        headers: dict[str, str] | None = None,
-    ) -> Response: ...
 
     def check_writable(self) -> None: ...
 
@@ -359,14 +339,14 @@ def spec_of(route_endpoint: Callable[..., Any]) -> EndpointSpec | None:
 def failure_response(state: Front, exc: Exception, scope: Scope) -> Response:
     """The catalogue's answer to what a request's handling raised (counted by the monitor)."""
     if isinstance(exc, ApiError):
-        return state.failed(scope, exc.code, exc.msg, exc.status, exc.headers)
+        return failed_answer(state.monitor, scope, exc.code, exc.msg, exc.status, exc.headers)
     if isinstance(exc, Reject):
-        return state.failed(scope, exc.code, exc.msg, 400)
+        return failed_answer(state.monitor, scope, exc.code, exc.msg, 400)
     if isinstance(exc, StoreError):
         msg = f"writes are stopped until the server restarts ({exc})"
-        return state.failed(scope, Code.INTERNAL, msg, 503)
+        return failed_answer(state.monitor, scope, Code.INTERNAL, msg, 503)
     log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
-    return state.failed(scope, Code.UNKNOWN, "unknown error", 500)
+    return failed_answer(state.monitor, scope, Code.UNKNOWN, "unknown error", 500)
 
 
 def failed_answer(

@@ -17,7 +17,7 @@ import gc
 import logging
 import types
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import Any, TypeVar, cast
 
 import msgspec
@@ -32,7 +32,7 @@ from tradehall.api.app import client_routes, wall_clock_ms
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.http import AppState, EndpointSpec, execute, failure_response, spec_of
 from tradehall.api.params import Params
-from tradehall.cluster.link import connect
+from tradehall.cluster.link import Service, connect
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
     Answered,
@@ -172,7 +172,7 @@ def answered(out: bytes | Response) -> Answered:
     return Answered(out.status_code, bytes(out.body), headers)
 
 
-class EngineService:
+class EngineService(Service):
     def __init__(
         self,
         state: AppState,
@@ -198,14 +198,6 @@ class EngineService:
         self.duplicates = 0
 
     # ------------------------------------------------------------- lifecycle
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        await self.start()
-        try:
-            yield
-        finally:
-            await self.stop()
 
     async def start(self) -> None:
         tune_gc()

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import msgspec
 import nats.errors
@@ -22,13 +22,13 @@ from starlette.types import Receive, Scope
 from tradehall.api.app import wall_clock_ms
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.errors import ApiError
-from tradehall.api.http import EndpointSpec, failed_answer
+from tradehall.api.http import EndpointSpec
 from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
-from tradehall.api.replay import ReplayGuard, make_guard
+from tradehall.api.replay import make_guard
 from tradehall.cluster import DEFAULT_BATCH_DELAY, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT
-from tradehall.cluster.link import connect
+from tradehall.cluster.link import Service, connect
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
     Answered,
@@ -55,7 +55,7 @@ def engine_unreachable(why: str) -> ApiError:
     return ApiError(Code.INTERNAL, f"the engine is not reachable ({why}); try again", status=503)
 
 
-class Gateway:
+class Gateway(Service):
     """The gateway's ``Front``: admitted requests go to the engine process."""
 
     def __init__(
@@ -74,11 +74,11 @@ class Gateway:
         self.url = url
         self.subject = subject
         self.timeout = timeout
-        self._clock = clock
-        self._limiter = RateLimiter(limits) if limits.enabled else None
-        self._replay = make_guard(limits.storage)
-        self._monitor = Monitor()
-        self._max_ahead_ms = max_ahead_ms
+        self.clock = clock
+        self.limiter = RateLimiter(limits) if limits.enabled else None
+        self.replay = make_guard(limits.storage)
+        self.monitor = Monitor()
+        self.max_ahead_ms = max_ahead_ms
         self.keys: dict[str, ApiKey] = {}
         self.keys_loaded = False
         self.nc: Nats | None = None
@@ -86,8 +86,9 @@ class Gateway:
         """Unique among gateways: it starts the ids of the commands this one sends."""
         self._ids = self.name + "."
         self.websocket = websocket or WebSocketSettings()
-        self.on_reconnect: list[Callable[[], None]] = []
-        """Called when the NATS connection is back after a loss."""
+        self.on_resync: list[Callable[[], None]] = []
+        """Called when this gateway may have missed what the engine said: the NATS connection
+        is back after a loss, or the engine announced it (re)started."""
         self.on_revoked: list[Callable[[str], None]] = []
         """Called with each API key this gateway learns is revoked."""
         self._count = 0
@@ -100,45 +101,7 @@ class Gateway:
         self._flush_at: asyncio.TimerHandle | asyncio.Handle | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
-    @property
-    def clock(self) -> Callable[[], int]:
-        return self._clock
-
-    @property
-    def limiter(self) -> RateLimiter | None:
-        return self._limiter
-
-    @property
-    def replay(self) -> ReplayGuard:
-        return self._replay
-
-    @property
-    def monitor(self) -> Monitor:
-        return self._monitor
-
-    @property
-    def max_ahead_ms(self) -> int:
-        return self._max_ahead_ms
-
-    def failed(
-        self,
-        scope: Scope,
-        code: int,
-        msg: str,
-        status: int,
-        headers: dict[str, str] | None = None,
-    ) -> Response:
-        return failed_answer(self._monitor, scope, code, msg, status, headers)
-
     # ------------------------------------------------------------- lifecycle
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        await self.start()
-        try:
-            yield
-        finally:
-            await self.stop()
 
     async def start(self) -> None:
         self.nc = await connect(self.url, "tradehall-gateway", reconnected=self._reconnected)
@@ -184,11 +147,14 @@ class Gateway:
             self._learn(info)
 
     async def _on_keys_reset(self, msg: Msg) -> None:
-        self._load_soon()
+        self._resync()
 
     async def _reconnected(self) -> None:
+        self._resync()
+
+    def _resync(self) -> None:
         self._load_soon()
-        for listener in self.on_reconnect:
+        for listener in self.on_resync:
             listener()
 
     def _load_soon(self) -> None:
@@ -276,7 +242,7 @@ class Gateway:
     async def _send(
         self, commands: list[msgspec.Raw], waiters: list[asyncio.Future[Answered]]
     ) -> None:
-        first_sent = self._clock()
+        first_sent = self.clock()
         try:
             answers = await self.request(commands, first_sent)
         except Exception as exc:

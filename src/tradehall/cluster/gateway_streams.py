@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -28,6 +28,7 @@ from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
 
 from tradehall.cluster.gateway import Gateway, engine_unreachable
+from tradehall.cluster.link import Service
 from tradehall.cluster.protocol import (
     StreamAnswer,
     StreamAsk,
@@ -49,7 +50,7 @@ RESTATE_DELAY = 0.2
 client resubscribing at once costs nothing)."""
 
 
-class GatewayStreams(Fanout):
+class GatewayStreams(Fanout, Service):
     def __init__(
         self, gateway: Gateway, settings: WebSocketSettings, *, refresh: float = INTEREST_REFRESH
     ) -> None:
@@ -71,20 +72,11 @@ class GatewayStreams(Fanout):
 
     # ------------------------------------------------------------- lifecycle
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        await self.start()
-        try:
-            yield
-        finally:
-            await self.stop()
-
     async def start(self) -> None:
         nc = self.nc = self.gateway.nc
         assert nc is not None, "the gateway starts first"
         await nc.subscribe(f"{self._out}>", cb=self._on_out, pending_msgs_limit=-1)
-        await nc.subscribe(f"{self.subject}.keys.reset", cb=self._on_engine_started)
-        self.gateway.on_reconnect.append(self.resync_soon)
+        self.gateway.on_resync.append(self.resync_soon)
         self.gateway.on_revoked.append(self._revoked)
         self._spawn(self._restate_forever())
 
@@ -143,9 +135,6 @@ class GatewayStreams(Fanout):
 
     def _revoked(self, api_key: str) -> None:
         self.drop_keys((api_key,))
-
-    async def _on_engine_started(self, msg: Msg) -> None:
-        self.resync_soon()
 
     # ------------------------------------------------------------- interest
 

@@ -4,8 +4,9 @@ endless retry), and once up it reconnects for as long as it takes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import nats
 import nats.errors
@@ -48,3 +49,22 @@ def check_reachable(url: str) -> None:
         await nc.close()
 
     asyncio.run(probe())
+
+
+class Service:
+    """Something that starts and stops beside a server (the engine's NATS service, a
+    gateway, a gateway's streams); ``running()`` is both around a block."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()

@@ -264,8 +264,6 @@ def report(results: dict[str, Any]) -> str:
         return gateway_report(results)
     before, after = results["without"]
     during = results["with_subscribers"]
-    pushes = results["pushes"]
-    latency = pushes.get("trade_to_client_ms", {})
     rows = [
         "| Phase | Placements/s (max) | per server CPU-s | server CPU | p50 at 80 %"
         " | p99 at 80 % |",
@@ -291,14 +289,7 @@ def report(results: dict[str, Any]) -> str:
         f"- Cost of the subscribers: {cost * 100:.1f} % of the placement maximum"
         f" ({'pass' if results['pass'] else 'FAIL'}: target under 10 %);"
         f" {per_cpu_text} of the placements per server CPU-second.",
-        f"- Frames received: {pushes['frames_per_s']:,.0f}/s in all,"
-        f" {pushes['frames_per_client_per_s']:.1f}/s per client;"
-        f" {pushes['closed_by_server']} clients closed by the server.",
-        f"- Trade command to client (sampled {pushes['sampled_clients']} clients,"
-        f" {latency.get('count', 0)} trades): p50 {latency.get('p50', 0):.0f} ms,"
-        f" p99 {latency.get('p99', 0):.0f} ms.",
-        f"- {results['clients']} clients connected and subscribed in"
-        f" {results['connect_seconds']:.1f} s.",
+        *_delivery_lines(results),
     ]
     return "\n".join(rows)
 
@@ -320,8 +311,6 @@ def gateway_report(results: dict[str, Any]) -> str:
     the gateways' CPU per placement and in cores, and what the subscribers cost."""
     before, after = results["without"]
     during = results["with_subscribers"]
-    pushes = results["pushes"]
-    latency = pushes.get("trade_to_client_ms", {})
     load = results["load_average_before"]
     rows = [
         f"Topology {results['topology']} (engine + gateway workers over NATS, nothing pinned);"
@@ -359,6 +348,16 @@ def gateway_report(results: dict[str, Any]) -> str:
         f" closed loop, {_pct(results['engine_cpu_cost_at_80pct'])} at 80 % of each phase's"
         " maximum.",
         *_fixed_rate_lines(results),
+        *_delivery_lines(results),
+    ]
+    return "\n".join(rows)
+
+
+def _delivery_lines(results: dict[str, Any]) -> list[str]:
+    """Frames, trade-to-client latency and connection time: the same in both reports."""
+    pushes = results["pushes"]
+    latency = pushes.get("trade_to_client_ms", {})
+    return [
         f"- Frames received: {pushes['frames_per_s']:,.0f}/s in all,"
         f" {pushes['frames_per_client_per_s']:.1f}/s per client;"
         f" {pushes['closed_by_server']} clients closed by the server.",
@@ -368,7 +367,6 @@ def gateway_report(results: dict[str, Any]) -> str:
         f"- {results['clients']} clients connected and subscribed in"
         f" {results['connect_seconds']:.1f} s.",
     ]
-    return "\n".join(rows)
 
 
 def _fixed_rate_lines(results: dict[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -159,12 +159,13 @@ def topology(
     nats: str = NATS,
     batch_delay_ms: float = DEFAULT_BATCH_DELAY_MS,
     plan: dict[str, Any] = NO_PINNING,
+    gateway_args: Sequence[str] = (),
 ) -> Iterator[tuple[dict[str, Any], str]]:
     """(load target, admin URL) of ``serve``, ``engine`` (no gateway) or ``gw<N>`` (the engine
-    process behind ``tradehall gateway --workers N``, over NATS at ``nats``). ``serve`` runs on
-    ``plan``'s server CPUs; the split topologies are not pinned. In the split ones the target's
-    ``pid`` is the engine process's (the CPU the load generator reports) and ``gateway_pid``
-    the gateway's supervisor."""
+    process behind ``tradehall gateway --workers N``, over NATS at ``nats``, with
+    ``gateway_args`` added). ``serve`` runs on ``plan``'s server CPUs; the split topologies are
+    not pinned. In the split ones the target's ``pid`` is the engine process's (the CPU the
+    load generator reports) and ``gateway_pid`` the gateway's supervisor."""
     data_dir = Path(tempfile.mkdtemp(prefix="tradehall-bench-gw-"))
     procs = []
     try:
@@ -189,7 +190,7 @@ def topology(
         workers = int(kind.removeprefix("gw"))
         cmd = [python(), "-m", "tradehall", "gateway", "--port", "0", "--json", "--no-rate-limits"]
         cmd += ["--nats", nats, "--engine-subject", subject, "--workers", str(workers)]
-        cmd += ["--batch-delay-ms", str(batch_delay_ms)]
+        cmd += ["--batch-delay-ms", str(batch_delay_ms), *gateway_args]
         gateway, info = start_announcing(cmd, work / "gateway.log", PING)
         procs.append(gateway)
         info["gateway_pid"] = gateway.pid

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,6 @@ from starlette.testclient import TestClient
 from support import (
     ADMIN_TOKEN,
     BASE_URL,
-    NATS_URL,
     PG_STATE,
     Backend,
     Env,
@@ -25,16 +22,11 @@ from support import (
     make_exchange,
     nats_unreachable,
     postgres_unreachable,
+    split_apps,
     start_server,
 )
 from tradehall.api.app import create_app
-from tradehall.api.http import AppState
 from tradehall.client import AdminClient
-from tradehall.cluster.engine_service import EngineService
-from tradehall.cluster.gateway import Gateway
-from tradehall.cluster.gateway_app import create_gateway_app
-from tradehall.config import LimitSettings
-from tradehall.exchange import Exchange
 
 SERVE = "serve"
 SPLIT = "engine+gateway"
@@ -63,34 +55,12 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
         with TestClient(app) as http:
             yield Env(http, exchange, clock, AdminClient(BASE_URL, ADMIN_TOKEN, http=http), db_path)
     else:
-        with split_apps(exchange, clock) as (engine_http, gateway, http):
-            admin = SplitAdmin(BASE_URL, ADMIN_TOKEN, http=engine_http, gateway=gateway)
+        with split_apps(exchange, clock) as (engine_http, service, gateway, http):
+            admin = SplitAdmin(
+                BASE_URL, ADMIN_TOKEN, http=engine_http, gateway=gateway, engine=service
+            )
             yield Env(http, exchange, clock, admin, db_path, gateway=gateway, engine=engine_http)
     exchange.store.close()
-
-
-@contextlib.contextmanager
-def split_apps(
-    exchange: Exchange, clock: FakeClock
-) -> Iterator[tuple[TestClient, Gateway, TestClient]]:
-    """The engine process's app (admin API) and a gateway's app (the client API), each on
-    its own event loop as in two processes, over the test NATS."""
-    subject = f"test-{uuid.uuid4().hex}"
-
-    def service(state: AppState) -> contextlib.AbstractAsyncContextManager[None]:
-        return EngineService(state, NATS_URL, subject).running()
-
-    engine_app = create_app(
-        exchange,
-        clock=clock,
-        admin_token=ADMIN_TOKEN,
-        run_scheduler=False,
-        client_api=False,
-        companion=service,
-    )
-    gateway = Gateway(NATS_URL, subject, limits=LimitSettings(enabled=False), clock=clock)
-    with TestClient(engine_app) as engine_http, TestClient(create_gateway_app(gateway)) as http:
-        yield engine_http, gateway, http
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ tests import helpers from here (``from support import ...``), never from a conft
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,14 @@ from urllib.parse import quote
 
 from starlette.testclient import TestClient
 
+from tradehall.api.app import create_app
+from tradehall.api.http import AppState
 from tradehall.client import AdminClient, Client
+from tradehall.cluster import DEFAULT_READ_CACHE_MS
+from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.gateway import Gateway
-from tradehall.config import load_config
+from tradehall.cluster.gateway_app import create_gateway_app
+from tradehall.config import LimitSettings, load_config
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
 from tradehall.secretbox import SecretBox
@@ -101,11 +108,39 @@ class Env:
 
 class SplitAdmin(AdminClient):
     """The engine's admin API, for tests on the split topology: a key it creates is returned
-    once the gateway has heard of it (just after its commit), as a client would wait for it."""
+    once the gateway has heard of it (just after its commit), as a client would wait for it,
+    and every call returns once the gateway has heard the engine's market notes up to then
+    (an admin call does not pass through the gateway, so its reply cannot tell the gateway
+    that public data changed: without the wait, a public read right after it could still be
+    answered from the gateway's read cache)."""
 
-    def __init__(self, base_url: str, token: str, *, http: TestClient, gateway: Gateway) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        http: TestClient,
+        gateway: Gateway,
+        engine: EngineService,
+    ) -> None:
         super().__init__(base_url, token, http=http)
         self.gateway = gateway
+        self.engine = engine
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        response = super().request(*args, **kwargs)
+        self.caught_up()
+        return response
+
+    def caught_up(self) -> None:
+        """Wait until the gateway's read cache heard every market note published so far."""
+        reads, engine = self.gateway.reads, self.engine
+        if reads is None or engine.notes == 0:
+            return
+        deadline = time.monotonic() + 10
+        while reads.epoch != engine.epoch or reads.heard < engine.notes:
+            assert time.monotonic() < deadline, "the gateway did not hear the market notes"
+            time.sleep(0.001)
 
     def create_key(
         self, user_id: int, *, read_only: bool = False, ips: list[str] | None = None
@@ -116,6 +151,38 @@ class SplitAdmin(AdminClient):
             assert time.monotonic() < deadline, "the gateway did not hear of the key"
             time.sleep(0.002)
         return created
+
+
+@contextlib.contextmanager
+def split_apps(
+    exchange: Exchange, clock: FakeClock, *, read_cache_ms: int = DEFAULT_READ_CACHE_MS
+) -> Iterator[tuple[TestClient, EngineService, Gateway, TestClient]]:
+    """The engine process's app (admin API) with its NATS service, and a gateway's app (the
+    client API), each on its own event loop as in two processes, over the test NATS."""
+    subject = f"test-{uuid.uuid4().hex}"
+    services: list[EngineService] = []
+
+    def service(state: AppState) -> contextlib.AbstractAsyncContextManager[None]:
+        services.append(EngineService(state, NATS_URL, subject))
+        return services[-1].running()
+
+    engine_app = create_app(
+        exchange,
+        clock=clock,
+        admin_token=ADMIN_TOKEN,
+        run_scheduler=False,
+        client_api=False,
+        companion=service,
+    )
+    gateway = Gateway(
+        NATS_URL,
+        subject,
+        limits=LimitSettings(enabled=False),
+        clock=clock,
+        read_cache_ms=read_cache_ms,
+    )
+    with TestClient(engine_app) as engine_http, TestClient(create_gateway_app(gateway)) as http:
+        yield engine_http, services[0], gateway, http
 
 
 def make_exchange(db_path: Path | None = None, *, store: Store | None = None) -> Exchange:

@@ -27,6 +27,7 @@ from tradehall.cluster import (
     DEFAULT_BATCH_DELAY,
     DEFAULT_BATCH_MAX,
     DEFAULT_NATS_URL,
+    DEFAULT_READ_CACHE_MS,
     DEFAULT_SUBJECT,
     DEFAULT_TIMEOUT,
     LinkError,
@@ -404,6 +405,16 @@ def gateway(
             " (0: those admitted in one event-loop turn go together).",
         ),
     ] = DEFAULT_BATCH_DELAY * 1000,
+    read_cache_ms: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=60_000,
+            help="Public reads (depth, trades, klines, tickers, symbols) are answered again"
+            " from the engine's last answer while nothing they show changed, for at most"
+            " this many milliseconds (0: every read goes to the engine).",
+        ),
+    ] = DEFAULT_READ_CACHE_MS,
     config: ConfigOpt = None,
     no_rate_limits: Annotated[
         bool, typer.Option("--no-rate-limits", help="Switch rate limits off.")
@@ -431,6 +442,7 @@ def gateway(
                 websocket=cfg.websocket,
                 batch_max=batch_max,
                 batch_delay=batch_delay_ms / 1000,
+                read_cache_ms=read_cache_ms,
             )
 
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):

@@ -25,7 +25,6 @@ from tradehall.api.app import create_app
 from tradehall.client import AdminClient, Client
 from tradehall.client.signing import sign, signature_payload
 from tradehall.config import LimitSettings
-from tradehall.engine.commands import SetIndexPrice
 
 F = "/futures/open/fapi/v1"
 ROOT = "/fapi/v1"
@@ -265,9 +264,8 @@ def placed(response: httpx2.Response) -> int:
 
 
 def set_index(env: Env, price: str, contract: str = BTC) -> None:
-    precision = env.exchange.config.markets.contracts[contract].price_precision
-    ticks = int(Decimal(price).scaleb(precision))
-    env.exchange.apply(SetIndexPrice(env.clock.now, contract, ticks))
+    """Through the admin API (committed, and on the split topology heard by the gateway)."""
+    env.admin.set_index_price(contract, price)
 
 
 def position_of(account: dict[str, Any], contract: str = BTC) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from tradehall.cluster.protocol import (
     Answered,
     Commands,
     Forwarded,
+    Replies,
     decode_commands,
     encode,
     wire_params,
@@ -69,7 +70,7 @@ async def run(
             if inspect.isawaitable(answers):
                 answers = await answers
             if answers is not None:
-                await msg.respond(encode(answers))
+                await msg.respond(encode(Replies(answers, "stand-in", 0)))
 
         await engine.subscribe(f"{subject}.cmd", cb=on_command)
         await engine.flush()

@@ -17,11 +17,15 @@ from tradehall.cluster.protocol import (
     Forwarded,
     KeyInfo,
     KeySet,
+    MarketNote,
     PackedCommands,
+    Replies,
     decode_answers,
     decode_commands,
     decode_forwarded,
     decode_keys,
+    decode_note,
+    decode_replies,
     encode,
     wire_params,
 )
@@ -80,7 +84,14 @@ def test_a_batch_as_a_gateway_packs_it_is_the_commands_in_order() -> None:
 
 def test_answers_travel_in_order() -> None:
     sent = [Answered(200, b"{}"), Answered(429, b"x", (("Retry-After", "1"),)), ASK_AGAIN]
-    assert decode_answers(encode(sent)) == sent
+    assert decode_answers(encode(Replies(sent, "run", 3))) == sent
+
+
+def test_replies_and_market_notes_say_which_engine_run_and_note() -> None:
+    replies = decode_replies(encode(Replies([Answered(200, b"{}")], "run", 3)))
+    assert (replies.epoch, replies.note) == ("run", 3)
+    note = MarketNote("run", 4, ["BTCUSDT", "E-BTC-USDT"])
+    assert decode_note(encode(note)) == note
 
 
 def test_keys_travel_with_their_allow_lists() -> None:

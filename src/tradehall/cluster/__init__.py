@@ -14,6 +14,9 @@ DEFAULT_BATCH_DELAY = 0.0
 message; what was admitted in one event-loop turn goes together in any case, and an idle
 worker sends at the end of the turn. 0: an interleaved A/B found no gain in 0.5 ms
 (docs/deployment.md)."""
+DEFAULT_READ_CACHE_MS = 500
+"""Milliseconds a gateway answers a public read again from the engine's last answer, at most
+(and only while no commit touched what it shows: ``cluster.read_cache``)."""
 
 
 class LinkError(Exception):

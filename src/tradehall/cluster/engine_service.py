@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import gc
 import logging
+import os
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Generator, Iterable
@@ -40,6 +41,8 @@ from tradehall.cluster.protocol import (
     Forwarded,
     KeyInfo,
     KeySet,
+    MarketNote,
+    Replies,
     decode_commands,
     encode,
 )
@@ -194,6 +197,10 @@ class EngineService(Service):
         """Recent command ids: their answer, or while it is not known, the future of their
         message's answers and their place in it."""
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.epoch = os.urandom(8).hex()
+        """This engine run, in every reply and market note."""
+        self.notes = 0
+        """The number of the latest ``MarketNote`` published."""
         self.executed = 0
         self.duplicates = 0
 
@@ -402,10 +409,10 @@ class EngineService(Service):
         return execute(self.state, spec, params, self.state.clock(), key, scope, _no_body)
 
     async def _answer(self, msg: Msg, answers: list[Answered]) -> None:
-        data = encode(answers)
+        data = encode(Replies(answers, self.epoch, self.notes))
         limit = self._max_payload()
         if len(data) > limit:
-            data = encode(_fit(answers, limit))
+            data = encode(Replies(_fit(answers, limit), self.epoch, self.notes))
         await self._respond(msg, data)
 
     def _max_payload(self) -> int:
@@ -428,8 +435,31 @@ class EngineService(Service):
         await self._respond(msg, self._key_set(self.state.exchange.keys.values()))
 
     def _on_commit(self, batch: Batch) -> None:
-        if not batch.keys or self.nc is None:
+        if self.nc is None:
+            return
+        # Numbered, so that a gateway can tell it heard every one, and so that a reply
+        # (``Replies.note``) tells which notes came before it.
+        self.notes += 1
+        note = MarketNote(self.epoch, self.notes, sorted(batch.symbols()))
+        self._publish_now(f"{self.subject}.md.changed", encode(note))
+        if not batch.keys:
             return
         keys = self.state.exchange.keys
         changed = [keys[name] for name in batch.keys if name in keys]
-        self._spawn(self.nc.publish(f"{self.subject}.keys.changed", self._key_set(changed)))
+        self._publish_now(f"{self.subject}.keys.changed", self._key_set(changed))
+
+    def _publish_now(self, subject: str, data: bytes) -> None:
+        """Publish from a commit listener: nats-py's ``publish`` only queues the message for
+        its writer unless its buffer is full, so it is run here up to its first wait (no task
+        per commit, and the message is queued ahead of every reply this commit lets go);
+        only a publish that must wait for the buffer to drain goes on in a task."""
+        assert self.nc is not None
+        publish = self.nc.publish(subject, data)
+        try:
+            step = publish.send(None)
+        except StopIteration:
+            return
+        except Exception as exc:  # NATS is away: gateways resync when it is back
+            log.warning("could not publish %s: %s", subject, exc)
+            return
+        self._spawn(_go_on(publish, step))

@@ -27,7 +27,12 @@ from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
-from tradehall.cluster import DEFAULT_BATCH_DELAY, DEFAULT_BATCH_MAX, DEFAULT_TIMEOUT
+from tradehall.cluster import (
+    DEFAULT_BATCH_DELAY,
+    DEFAULT_BATCH_MAX,
+    DEFAULT_READ_CACHE_MS,
+    DEFAULT_TIMEOUT,
+)
 from tradehall.cluster.link import Service, connect
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
@@ -35,11 +40,13 @@ from tradehall.cluster.protocol import (
     Forwarded,
     KeyInfo,
     PackedCommands,
-    decode_answers,
     decode_keys,
+    decode_note,
+    decode_replies,
     encode,
     wire_params,
 )
+from tradehall.cluster.read_cache import ReadCache, dependency, local_answer
 from tradehall.codes import Code
 from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
@@ -70,6 +77,7 @@ class Gateway(Service):
         websocket: WebSocketSettings | None = None,
         batch_max: int = DEFAULT_BATCH_MAX,
         batch_delay: float = DEFAULT_BATCH_DELAY,
+        read_cache_ms: int = DEFAULT_READ_CACHE_MS,
     ) -> None:
         self.url = url
         self.subject = subject
@@ -100,6 +108,8 @@ class Gateway(Service):
         self._queued_bytes = 0
         self._flush_at: asyncio.TimerHandle | asyncio.Handle | None = None
         self._sending: set[asyncio.Task[None]] = set()
+        self.reads = ReadCache(read_cache_ms, clock) if read_cache_ms > 0 else None
+        """Public reads answered again while what they show stands still (None: off)."""
 
     # ------------------------------------------------------------- lifecycle
 
@@ -107,6 +117,8 @@ class Gateway(Service):
         self.nc = await connect(self.url, "tradehall-gateway", reconnected=self._reconnected)
         await self.nc.subscribe(f"{self.subject}.keys.changed", cb=self._on_keys_changed)
         await self.nc.subscribe(f"{self.subject}.keys.reset", cb=self._on_keys_reset)
+        if self.reads is not None:
+            await self.nc.subscribe(f"{self.subject}.md.changed", cb=self._on_market_note)
         await self.load_keys()
 
     async def stop(self) -> None:
@@ -152,7 +164,19 @@ class Gateway(Service):
     async def _reconnected(self) -> None:
         self._resync()
 
+    async def _on_market_note(self, msg: Msg) -> None:
+        if self.reads is None:
+            return
+        try:
+            note = decode_note(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.reads.lost_track()
+            return
+        self.reads.note(note.epoch, note.number, note.symbols)
+
     def _resync(self) -> None:
+        if self.reads is not None:
+            self.reads.lost_track()
         self._load_soon()
         for listener in self.on_resync:
             listener()
@@ -191,7 +215,16 @@ class Gateway(Service):
             key.row.api_key if key is not None else None,
             client[0] if client else "unknown",
         )
-        answer = await self.forward(fwd)
+        reads = self.reads
+        if spec.signed or scope["method"] != "GET":
+            answer = await self.forward(fwd)
+        elif (local := local_answer(spec, now)) is not None:
+            return local
+        elif reads is None or (symbol := dependency(params)) is None:
+            answer = await self.forward(fwd)
+        else:
+            read = (scope["path"], scope.get("query_string", b""))
+            answer = await reads.read(read, symbol, lambda: self.forward(fwd))
         if answer.status == 200 and not answer.headers:
             return answer.body
         return Response(
@@ -274,16 +307,26 @@ class Gateway(Service):
             try:
                 msg = await nc.request(subject, data, timeout=self.timeout)
             except nats.errors.NoRespondersError:
+                self._engine_lost()
                 raise engine_unreachable("no engine process is listening") from None
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except nats.errors.Error as exc:
                 raise engine_unreachable(type(exc).__name__) from None
-            answers = decode_answers(msg.data)
+            replies = decode_replies(msg.data)
+            answers = replies.answers
+            if self.reads is not None:
+                self.reads.replied(replies.epoch, replies.note)
             if len(answers) != len(commands):
                 raise engine_unreachable("an answer that does not match the request")
             return answers
+        self._engine_lost()
         raise engine_unreachable("no answer in time")
+
+    def _engine_lost(self) -> None:
+        """No engine answers: kept reads are not served on (they may be a dead engine's)."""
+        if self.reads is not None:
+            self.reads.lost_track()
 
 
 def _fail(waiter: asyncio.Future[Answered], exc: Exception) -> None:

@@ -2,8 +2,12 @@
 (MessagePack). Subjects hang under one prefix (``--subject``, default ``tradehall``):
 
 - ``<prefix>.cmd``: request/reply, a ``Commands`` request (the ``Forwarded`` a gateway
-  admitted in one event-loop turn, in order); the reply is their ``Answered``, in the same
-  order, once they are all done (``decode_answers``).
+  admitted in one event-loop turn, in order); the reply (``Replies``) is their ``Answered``,
+  in the same order, once they are all done, with the number of the engine's latest
+  ``MarketNote``.
+- ``<prefix>.md.changed``: after every commit the engine publishes a ``MarketNote``: the
+  symbols whose public data the commit may have changed (gateways' read caches,
+  ``cluster.read_cache``).
 - ``<prefix>.keys``: request/reply, the reply is every API key (a ``KeySet``).
 - ``<prefix>.keys.changed``: the engine publishes a ``KeySet`` of keys created or revoked,
   once their commit is done.
@@ -82,6 +86,26 @@ class Answered(msgspec.Struct, array_like=True, frozen=True, gc=False):
     status: int
     body: bytes
     headers: tuple[tuple[str, str], ...] = ()
+
+
+class Replies(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """The engine's reply to a ``Commands`` request."""
+
+    answers: list[Answered]
+    epoch: str
+    """The engine run (random, new at every start)."""
+    note: int
+    """The number of the latest ``MarketNote`` the engine had published when it replied."""
+
+
+class MarketNote(msgspec.Struct, array_like=True, frozen=True):
+    """A commit's public footprint, numbered 1, 2, ... in each engine run (``epoch``)."""
+
+    epoch: str
+    number: int
+    symbols: list[str]
+    """Spot pairs and futures contracts whose orders, trades, candles or contract state the
+    commit changed."""
 
 
 ASK_AGAIN = Answered(0, b"")
@@ -186,7 +210,15 @@ def wire_params(data: Any) -> dict[str, Any]:
 encode = msgspec.msgpack.Encoder().encode
 decode_forwarded = msgspec.msgpack.Decoder(Forwarded, ext_hook=_ext_hook).decode
 decode_commands = msgspec.msgpack.Decoder(Commands, ext_hook=_ext_hook).decode
-decode_answers = msgspec.msgpack.Decoder(list[Answered]).decode
+decode_replies = msgspec.msgpack.Decoder(Replies).decode
+decode_note = msgspec.msgpack.Decoder(MarketNote).decode
+
+
+def decode_answers(data: bytes) -> list[Answered]:
+    """The answers of a ``Replies``."""
+    return decode_replies(data).answers
+
+
 decode_keys = msgspec.msgpack.Decoder(KeySet).decode
 decode_stream_ask = msgspec.msgpack.Decoder(StreamAsk).decode
 decode_stream_answer = msgspec.msgpack.Decoder(StreamAnswer).decode

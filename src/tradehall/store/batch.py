@@ -114,6 +114,15 @@ class Batch:
             + len(self.futures)
         )
 
+    def symbols(self) -> set[str]:
+        """The spot pairs and futures contracts whose public data (book, trades, candles,
+        contract state) this batch changes."""
+        out = {order.symbol for order in self.orders.values()}
+        out.update(trade.symbol for trade in self.trades)
+        out.update(symbol for symbol, _, _ in self.bars)
+        out.update(contract for _, _, contract, _ in self.futures)
+        return out
+
     def add_events(self, events: list[Event], ts: int) -> None:
         ledger = self.ledger
         balances = self.balances

@@ -22,6 +22,7 @@ from support import (
     nats_unreachable,
     split_apps,
 )
+from tradehall.client import ApiError
 from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.protocol import Answered
 from tradehall.cluster.read_cache import ANY, MAX_ENTRIES, ReadCache
@@ -288,3 +289,19 @@ def test_with_the_cache_off_every_read_goes_to_the_engine(tmp_path: Path) -> Non
             assert depth.status_code == 200
         assert engine.executed - before == 3
     exchange.store.close()
+
+
+def test_an_engine_that_stopped_after_a_failed_commit_is_not_hidden_by_the_cache(
+    split: tuple[Env, EngineService],
+) -> None:
+    env, _ = split
+    trader = env.trader({"USDT": "100000"})
+    public = env.public()
+    public.depth("BTCUSDT")  # kept by the gateway
+    env.exchange.failure = "a commit failed (test)"  # fail-stop, as after a failed commit
+    with pytest.raises(ApiError) as write:
+        trader.create_order("BTCUSDT", "BUY", "LIMIT", "0.01", "20000")
+    assert (write.value.status, write.value.code) == (503, -1001)
+    with pytest.raises(ApiError) as read:
+        public.depth("BTCUSDT")
+    assert (read.value.status, read.value.code) == (503, -1001)

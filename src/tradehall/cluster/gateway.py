@@ -317,6 +317,8 @@ class Gateway(Service):
             answers = replies.answers
             if self.reads is not None:
                 self.reads.replied(replies.epoch, replies.note)
+                if any(answer.status == 503 for answer in answers):
+                    self._engine_lost()  # it stopped after a failed commit, or restarted
             if len(answers) != len(commands):
                 raise engine_unreachable("an answer that does not match the request")
             return answers
@@ -324,7 +326,8 @@ class Gateway(Service):
         raise engine_unreachable("no answer in time")
 
     def _engine_lost(self) -> None:
-        """No engine answers: kept reads are not served on (they may be a dead engine's)."""
+        """No engine answers, or it answers that it cannot serve: kept reads are not served
+        on (they may show what a dead or failed engine held in memory)."""
         if self.reads is not None:
             self.reads.lost_track()
 

@@ -424,7 +424,7 @@ def gateway(
     """Serve the REST API, the WebSocket streams and the trader's page in front of a
     `tradehall engine`, over NATS (docs/deployment.md). With several workers or gateways, set
     `limits.storage` to Redis so that they share rate limits and replay protection; the
-    `[websocket]` settings come from --config."""
+    `[websocket]` settings and any `[simulation.faults]` come from --config."""
     from tradehall.cluster.gateway import Gateway
     from tradehall.cluster.run import run_gateway
 
@@ -443,6 +443,7 @@ def gateway(
                 batch_max=batch_max,
                 batch_delay=batch_delay_ms / 1000,
                 read_cache_ms=read_cache_ms,
+                faults=cfg.simulation.faults,
             )
 
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):

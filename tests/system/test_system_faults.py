@@ -9,6 +9,9 @@ import asyncio
 import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +19,13 @@ from pathlib import Path
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from support import ServerProcess, tradehall_command
+from support import (
+    ServerProcess,
+    nats_unreachable,
+    start_engine,
+    start_gateway,
+    tradehall_command,
+)
 from tradehall.client import ApiError, Client
 from tradehall.client.stream import MarketStream
 
@@ -147,3 +156,43 @@ def test_a_stream_is_dropped_and_a_bot_reconnects(
     faults = json.loads(done.stdout)["faults"]
     assert faults["injected"]["dropped"] == 2
     assert faults["recent"][-1]["path"] == "/kline-api/ws"
+
+
+GATEWAY_FAULTS = """
+[simulation.faults]
+enabled = true
+
+[[simulation.faults.rule]]
+path = "/spot/open/sapi/v1/order"
+method = "POST"
+error_before_share = 1.0
+"""
+
+
+def test_a_gateway_injects_the_faults_of_its_config(tmp_path: Path) -> None:
+    reason = nats_unreachable()
+    if reason:
+        pytest.skip(reason)
+    config = tmp_path / "tradehall.toml"
+    config.write_text(BASE + GATEWAY_FAULTS)
+    subject = f"test-{uuid.uuid4().hex}"
+    engine = start_engine(tmp_path / "data", subject, "--demo", "--config", str(config))
+    try:
+        gateway = start_gateway(subject, "--config", str(config))
+        try:
+            assert engine.demo is not None
+            bot = Client(gateway.url, engine.demo["apiKey"], engine.demo["secret"])
+            with pytest.raises(ApiError) as refused:
+                bot.create_order("BTCUSDT", "BUY", "LIMIT", "0.01", "1000")
+            assert refused.value.status == 503
+            request = urllib.request.Request(gateway.url + "/spot/open/sapi/v1/order", b"{}")
+            with pytest.raises(urllib.error.HTTPError) as raw:
+                urllib.request.urlopen(request, timeout=10)
+            assert raw.value.code == 503
+            assert raw.value.headers["X-Tradehall-Fault"] == "error_before"
+            assert bot.open_orders("BTCUSDT") == []  # refused before the engine: nothing placed
+            assert bot.depth("BTCUSDT")["bids"] == []  # no rule: untouched
+        finally:
+            gateway.stop()
+    finally:
+        engine.stop()

@@ -50,6 +50,7 @@ from tradehall.cluster.read_cache import ReadCache, dependency, local_answer
 from tradehall.codes import Code
 from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
+from tradehall.sim.settings import FaultSettings
 
 log = logging.getLogger("tradehall.gateway")
 
@@ -78,6 +79,7 @@ class Gateway(Service):
         batch_max: int = DEFAULT_BATCH_MAX,
         batch_delay: float = DEFAULT_BATCH_DELAY,
         read_cache_ms: int = DEFAULT_READ_CACHE_MS,
+        faults: FaultSettings | None = None,
     ) -> None:
         self.url = url
         self.subject = subject
@@ -110,6 +112,8 @@ class Gateway(Service):
         self._sending: set[asyncio.Task[None]] = set()
         self.reads = ReadCache(read_cache_ms, clock) if read_cache_ms > 0 else None
         """Public reads answered again while what they show stands still (None: off)."""
+        self.faults = faults
+        """Fault injection in front of this gateway's app (``[simulation.faults]``)."""
 
     # ------------------------------------------------------------- lifecycle
 

@@ -8,10 +8,12 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from tradehall.api.app import App, assemble, client_routes
 from tradehall.cluster.gateway import Gateway
 from tradehall.cluster.gateway_streams import GatewayStreams
+from tradehall.sim.faults import FaultInjector
 from tradehall.stream.routes import routes as stream_routes
 from tradehall.web import pages
 
@@ -29,3 +31,13 @@ def create_gateway_app(gateway: Gateway) -> App:
     app.router.routes.extend(pages.routes(operator=False))
     app.state.streams = streams
     return app
+
+
+def gateway_asgi(gateway: Gateway) -> ASGIApp:
+    """The gateway's app, wrapped in the fault injector when ``gateway.faults`` enables one:
+    each gateway worker injects (and counts, in its log) its own faults."""
+    app = create_gateway_app(gateway)
+    faults = gateway.faults
+    if faults is None or not faults.enabled:
+        return app
+    return FaultInjector(app, faults)

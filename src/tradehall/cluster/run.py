@@ -25,7 +25,7 @@ from tradehall.api.app import create_app
 from tradehall.api.http import AppState
 from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.gateway import Gateway
-from tradehall.cluster.gateway_app import create_gateway_app
+from tradehall.cluster.gateway_app import gateway_asgi
 from tradehall.cluster.link import check_reachable
 from tradehall.cluster.stream_relay import StreamRelay
 from tradehall.config import Config, LimitSettings
@@ -83,7 +83,7 @@ def run_engine(
 
 
 def _serve_worker(sock: Any, make_gateway: Callable[[], Gateway]) -> bool:
-    srv = server.GracefulServer(server.uvicorn_config(create_gateway_app(make_gateway())))
+    srv = server.GracefulServer(server.uvicorn_config(gateway_asgi(make_gateway())))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, srv.handle_exit)
     srv.run(sockets=[sock])

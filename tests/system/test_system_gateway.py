@@ -540,3 +540,24 @@ def test_answers_too_large_for_one_reply_are_asked_for_again(
     finally:
         nats.kill()
         nats.wait(10)
+
+
+def test_public_reads_from_gateway_caches_follow_the_book(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    """Each gateway keeps public answers (docs/deployment.md, "Public reads on gateways"): an
+    order shows at once in the depth read through the gateway that placed it, and through
+    another gateway as soon as the engine's market note reaches it."""
+    found = split(tmp_path / "data", f"test-{uuid.uuid4().hex}", gateways=2)
+    stopped.extend(found.processes)
+    here, there = found.client(found.processes[1].url), found.client(found.processes[2].url)
+    for reader in (here, there):  # kept by both
+        assert reader.depth(SYMBOL)["bids"] == reader.depth(SYMBOL)["bids"] == []
+    placed = here.create_order(SYMBOL, "BUY", "LIMIT", "0.01", "20000")
+    assert [level[0] for level in here.depth(SYMBOL)["bids"]] == ["20000.00"]
+    deadline = time.monotonic() + 5
+    while not there.depth(SYMBOL)["bids"]:
+        assert time.monotonic() < deadline, "the other gateway kept the old depth"
+        time.sleep(0.01)
+    here.cancel_order(SYMBOL, placed["orderId"])
+    assert here.depth(SYMBOL)["bids"] == []

@@ -982,6 +982,43 @@ def markets(
     )
 
 
+_GATEWAY_COLUMNS = [
+    ("host", "host", 16),
+    ("pid", "pid", 8),
+    ("requests/s", "requestsPerSecond", 11),
+    ("errors/s", "errorsPerSecond", 9),
+    ("requests", "requestsTotal", 10),
+    ("streams", "connections", 8),
+    ("heard (s ago)", "lastHeardSecondsAgo", 13),
+]
+
+
+def _gateways_table(result: Any) -> str:
+    if not result["gateways"]:
+        return "no gateway heard from (tradehall gateway reports every 5 s to a running engine)"
+    return _table(_GATEWAY_COLUMNS, result["gateways"])
+
+
+@app.command()
+def gateways(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the gateway workers a running `tradehall engine` heard from lately: host,
+    process, requests and errors per second, WebSocket connections."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda a: a.gateways(),
+        lambda ex, ts: {"gateways": []},
+        _gateways_table,
+        database=database,
+    )
+
+
 @app.command()
 def audit(
     data_dir: DataDirOpt = None,

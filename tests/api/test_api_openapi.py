@@ -570,6 +570,7 @@ def admin_calls(env: Env, checker: Checker) -> None:
     # The refusals above are among the recent errors, newest first.
     assert activity["recentErrors"][0]["path"] == ADMIN + "/status"
     assert activity["recentErrors"][0]["status"] == 401
+    assert ok(admin.request("GET", ADMIN + "/gateways")) == {"gateways": []}  # serve has none
 
 
 def margin_calls(env: Env, checker: Checker, spot: str = SPOT) -> None:

@@ -561,3 +561,37 @@ def test_public_reads_from_gateway_caches_follow_the_book(
         time.sleep(0.01)
     here.cancel_order(SYMBOL, placed["orderId"])
     assert here.depth(SYMBOL)["bids"] == []
+
+
+def test_the_engine_lists_its_gateways_for_the_operator(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    """`tradehall gateways --json` on the engine's data folder: each worker with its process
+    and its requests, until it stops (it says so as it goes)."""
+    found = split(tmp_path / "data", f"test-{uuid.uuid4().hex}", gateways=1, workers=2)
+    stopped.extend(found.processes)
+    engine, gateway = found.processes
+
+    def listed() -> list[dict[str, Any]]:
+        done = subprocess.run(
+            tradehall_command("gateways", "--data-dir", str(engine.data_dir), "--json"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        gateways: list[dict[str, Any]] = json.loads(done.stdout)["gateways"]
+        return gateways
+
+    deadline = time.monotonic() + 20
+    while len(workers := listed()) < 2:
+        assert time.monotonic() < deadline, workers
+        time.sleep(0.2)
+    assert all(w["pid"] != gateway.proc.pid for w in workers)  # the workers, not the supervisor
+    assert {w["host"] for w in workers} == {socket.gethostname()}
+    assert all(w["requestsTotal"] >= 0 and w["connections"] == 0 for w in workers)
+    gateway.stop()
+    deadline = time.monotonic() + 10
+    while listed():  # each worker said it was leaving
+        assert time.monotonic() < deadline, "stopped gateways still listed"
+        time.sleep(0.2)

@@ -9,6 +9,8 @@ import gzip
 import json
 import re
 import signal
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from support import ServerProcess, start_server
+from support import (
+    ServerProcess,
+    nats_unreachable,
+    start_engine,
+    start_gateway,
+    start_server,
+)
 from tradehall.client import AdminClient, Client
 from tradehall.web.screenshots import CHROMIUM, launch_chromium
 
@@ -249,6 +257,7 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     book = p.locator("#markets-activity tbody tr", has_text="BTCUSDT")
     expect(book.locator("td").nth(2)).to_have_text("10")
     expect(p.locator("#rates")).to_contain_text("Requests since start")
+    expect(p.locator("#gateways-panel")).to_be_hidden()  # one process: no gateways
     # The simulation's panel (this server runs --no-sim): off, no participants, no faults.
     expect(p.locator("#sim")).to_contain_text("Faults injected")
     expect(p.locator("#sim dd").first).to_have_text("no")
@@ -280,6 +289,42 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
         assert admin.request("GET", "/admin/v1/keys").json()["keys"][-1]["revoked"] is not None
     expect(p.locator(f"#keys tr[data-api-key='{spare}']")).to_contain_text("revoked")
     assert page.errors == []
+
+
+def test_operator_view_of_an_engine_lists_its_gateways(tmp_path: Path, page: Watched) -> None:
+    """Behind gateways the engine sees no client request's front half: the operator's page
+    on the engine lists each gateway worker and adds its requests to the totals."""
+    reason = nats_unreachable()
+    if reason:
+        pytest.skip(reason)
+    subject = f"test-{uuid.uuid4().hex}"
+    data = tmp_path / "data"
+    engine = start_engine(data, subject, "--demo")
+    try:
+        gateway = start_gateway(subject)
+        try:
+            with Client(gateway.url) as public:
+                for _ in range(5):
+                    public.depth("BTCUSDT")
+            token = (data / "admin.token").read_text().strip()
+            p = page.page
+            p.goto(engine.url + "/admin")
+            p.fill("#admin-token", token)
+            p.click("#token-form button[type=submit]")
+            expect(p.locator("#gateways-panel")).to_be_visible()
+            listed = p.locator("#gateways tbody tr")
+            expect(listed).to_have_count(1)
+            expect(listed.locator("td").nth(1)).to_have_text(str(gateway.proc.pid))
+            with AdminClient(engine.url, token) as admin:
+                deadline = time.monotonic() + 15
+                while admin.request("GET", "/admin/v1/activity").json()["requestsTotal"] < 5:
+                    assert time.monotonic() < deadline, "the gateway's requests never showed"
+                    time.sleep(0.2)
+            assert page.errors == []
+        finally:
+            gateway.stop()
+    finally:
+        engine.stop()
 
 
 def test_operator_view_refuses_a_wrong_token(venue: Venue, page: Watched) -> None:

@@ -7,6 +7,7 @@ import hmac
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta
 from starlette.requests import Request
 from starlette.responses import Response
@@ -139,6 +140,32 @@ class AdminRecentError(wire.Wire, frozen=True):
     status: Annotated[int, Meta(ge=400, le=599)]
     code: Annotated[int, Meta(lt=0)]
     msg: str
+    gateway: Annotated[
+        str, Meta(description="The gateway worker that answered it (behind gateways).")
+    ] = ""
+
+
+class AdminGateway(wire.Wire, frozen=True):
+    """A gateway worker as it last reported (``tradehall engine`` only)."""
+
+    gateway: Annotated[str, Meta(description="Its name: process id and a random part.")]
+    host: str
+    pid: int
+    started: wire.Millis
+    last_heard_seconds_ago: Annotated[float, Meta(ge=0)]
+    connections: Annotated[int, Meta(ge=0, description="WebSocket connections open.")]
+    read_cache: Annotated[
+        dict[str, int],
+        Meta(description="Its read cache's hits, misses and answers kept; empty when off."),
+    ]
+    requests_total: Annotated[int, Meta(ge=0)]
+    errors_total: Annotated[int, Meta(ge=0)]
+    requests_per_second: Annotated[float, Meta(ge=0)]
+    errors_per_second: Annotated[float, Meta(ge=0)]
+
+
+class AdminGateways(wire.Wire, frozen=True):
+    gateways: list[AdminGateway]
 
 
 class AdminActivity(wire.Wire, frozen=True):
@@ -152,6 +179,10 @@ class AdminActivity(wire.Wire, frozen=True):
     errors_per_second: Annotated[float, Meta(ge=0)]
     window_seconds: Annotated[int, Meta(ge=1)]
     recent_errors: list[AdminRecentError]
+    gateways: Annotated[
+        list[AdminGateway],
+        Meta(description="Behind gateways: each worker's share, already added to the totals."),
+    ] = msgspec.field(default_factory=list)
 
 
 def is_loopback(host: str | None) -> bool:
@@ -343,7 +374,17 @@ async def list_keys(call: Call) -> Any:
 
 
 async def activity(call: Call) -> Any:
-    return {"markets": ops.market_activity(call.exchange), **call.state.monitor.snapshot()}
+    own = call.state.monitor.snapshot()
+    gateways = call.state.gateways
+    return {
+        "markets": ops.market_activity(call.exchange),
+        **(gateways.merged(own) if gateways is not None else own),
+    }
+
+
+async def list_gateways(call: Call) -> Any:
+    gateways = call.state.gateways
+    return {"gateways": gateways.reports() if gateways is not None else []}
 
 
 def routes() -> list[Route]:
@@ -366,6 +407,7 @@ def routes() -> list[Route]:
         ("GET", "/audit", audit),
         ("GET", "/keys", list_keys),
         ("GET", "/activity", activity),
+        ("GET", "/gateways", list_gateways),
         ("GET", "/sim", sim_status),
         ("POST", "/sim/start", sim_start),
         ("POST", "/sim/stop", sim_stop),

@@ -34,6 +34,7 @@ from tradehall.store.base import StoreError
 from tradehall.store.writer import GroupCommitter
 
 if TYPE_CHECKING:
+    from tradehall.cluster.gateway_registry import GatewayRegistry
     from tradehall.sim.faults import FaultInjector
     from tradehall.sim.runner import Simulation
     from tradehall.stream.hub import Hub
@@ -76,6 +77,8 @@ class AppState:
     hub: Hub | None = None
     """The WebSocket streams' source (served here, or relayed to gateways by the engine
     process)."""
+    gateways: GatewayRegistry | None = None
+    """In the engine process: the gateways' reports, added to the operator's view."""
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""

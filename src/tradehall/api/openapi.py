@@ -353,6 +353,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Open orders per market, request and error rates, recent errors",
         admin.AdminActivity,
     ),
+    ("GET", f"{_A}/gateways"): _admin(
+        "adminGateways",
+        "The gateway workers the engine process heard from lately (empty for serve)",
+        admin.AdminGateways,
+    ),
     ("GET", PATH): Operation(
         "openapi",
         "This document",

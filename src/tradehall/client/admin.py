@@ -155,6 +155,10 @@ class AdminClient:
         """GET /admin/v1/audit."""
         return self._get("/audit")
 
+    def gateways(self) -> Any:
+        """GET /admin/v1/gateways: the gateway workers the engine heard from lately."""
+        return self._get("/gateways")
+
     def status(self) -> Any:
         """GET /admin/v1/status."""
         return self._get("/status")

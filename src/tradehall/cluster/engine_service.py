@@ -33,6 +33,7 @@ from tradehall.api.app import client_routes, wall_clock_ms
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.http import AppState, EndpointSpec, execute, failure_response, spec_of
 from tradehall.api.params import Params
+from tradehall.cluster.gateway_registry import GatewayRegistry
 from tradehall.cluster.link import Service, connect
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
@@ -44,6 +45,7 @@ from tradehall.cluster.protocol import (
     MarketNote,
     Replies,
     decode_commands,
+    decode_report,
     encode,
 )
 from tradehall.codes import Code
@@ -201,6 +203,8 @@ class EngineService(Service):
         """This engine run, in every reply and market note."""
         self.notes = 0
         """The number of the latest ``MarketNote`` published."""
+        self.gateways = GatewayRegistry()
+        """The gateways heard from lately (the operator's view)."""
         self.executed = 0
         self.duplicates = 0
 
@@ -217,6 +221,8 @@ class EngineService(Service):
             pending_bytes_limit=-1,
         )
         await self.nc.subscribe(f"{self.subject}.keys", cb=self._on_keys)
+        await self.nc.subscribe(f"{self.subject}.gateways.report", cb=self._on_report)
+        self.state.gateways = self.gateways
         self.state.committer.listeners.append(self._on_commit)
         await self.nc.publish(f"{self.subject}.keys.reset", b"")
         await self.nc.flush()
@@ -425,6 +431,16 @@ class EngineService(Service):
             await msg.respond(data)
         except Exception as exc:  # NATS is away: the gateway times out and resends
             log.warning("could not answer a command: %s", exc)
+
+    # ------------------------------------------------------------- gateways
+
+    async def _on_report(self, msg: Msg) -> None:
+        try:
+            report = decode_report(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("dropped an undecodable gateway report: %s", exc)
+            return
+        self.gateways.heard(report)
 
     # ------------------------------------------------------------- keys
 

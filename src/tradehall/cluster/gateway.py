@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Callable
 
 import msgspec
@@ -38,6 +39,7 @@ from tradehall.cluster.protocol import (
     ASK_AGAIN,
     Answered,
     Forwarded,
+    GatewayReport,
     KeyInfo,
     PackedCommands,
     decode_keys,
@@ -54,6 +56,9 @@ from tradehall.sim.settings import FaultSettings
 
 log = logging.getLogger("tradehall.gateway")
 
+
+REPORT_EVERY = 5.0
+"""Seconds between two of a gateway worker's reports to the engine (the operator's view)."""
 
 REQUEST_MARGIN = 4096
 """Bytes of NATS's maximum message size kept for the request's subjects and headers."""
@@ -80,6 +85,7 @@ class Gateway(Service):
         batch_delay: float = DEFAULT_BATCH_DELAY,
         read_cache_ms: int = DEFAULT_READ_CACHE_MS,
         faults: FaultSettings | None = None,
+        report_every: float = REPORT_EVERY,
     ) -> None:
         self.url = url
         self.subject = subject
@@ -114,6 +120,11 @@ class Gateway(Service):
         """Public reads answered again while what they show stands still (None: off)."""
         self.faults = faults
         """Fault injection in front of this gateway's app (``[simulation.faults]``)."""
+        self.report_every = report_every
+        self.connections: Callable[[], int] = lambda: 0
+        """How many WebSocket connections this worker has open (its streams set it)."""
+        self.started = clock()
+        self._reporting: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------- lifecycle
 
@@ -124,12 +135,43 @@ class Gateway(Service):
         if self.reads is not None:
             await self.nc.subscribe(f"{self.subject}.md.changed", cb=self._on_market_note)
         await self.load_keys()
+        self._reporting = asyncio.get_running_loop().create_task(self._report_forever())
 
     async def stop(self) -> None:
+        if self._reporting is not None:
+            self._reporting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reporting
         nc, self.nc = self.nc, None
         if nc is not None:
             with contextlib.suppress(Exception):
+                await nc.publish(f"{self.subject}.gateways.report", encode(self.report(True)))
                 await nc.drain()
+
+    # ------------------------------------------------------------- the operator's view
+
+    def report(self, leaving: bool = False) -> GatewayReport:
+        return GatewayReport(
+            self.name,
+            socket.gethostname(),
+            os.getpid(),
+            self.started,
+            self.monitor.snapshot(),
+            self.connections(),
+            self.reads.stats() if self.reads is not None else {},
+            leaving,
+        )
+
+    async def _report_forever(self) -> None:
+        """Tell the engine how this worker is doing, now and every ``report_every`` s."""
+        while True:
+            nc = self.nc
+            if nc is not None and nc.is_connected:
+                try:
+                    await nc.publish(f"{self.subject}.gateways.report", encode(self.report()))
+                except Exception as exc:  # NATS away: the next one goes when it is back
+                    log.debug("report not sent: %s", exc)
+            await asyncio.sleep(self.report_every)
 
     # ------------------------------------------------------------- keys
 

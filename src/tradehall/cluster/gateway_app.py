@@ -20,6 +20,7 @@ from tradehall.web import pages
 
 def create_gateway_app(gateway: Gateway) -> App:
     streams = GatewayStreams(gateway, gateway.websocket)
+    gateway.connections = lambda: len(streams.connections)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -5,6 +5,9 @@
   admitted in one event-loop turn, in order); the reply (``Replies``) is their ``Answered``,
   in the same order, once they are all done, with the number of the engine's latest
   ``MarketNote``.
+- ``<prefix>.gateways.report``: each gateway worker publishes a ``GatewayReport`` (its
+  requests, errors, streams and read cache) every few seconds and when it stops; the engine
+  shows them to the operator.
 - ``<prefix>.md.changed``: after every commit the engine publishes a ``MarketNote``: the
   symbols whose public data the commit may have changed (gateways' read caches,
   ``cluster.read_cache``).
@@ -181,6 +184,23 @@ class StreamInterest(msgspec.Struct, array_like=True, frozen=True):
     current state of every channel it follows."""
 
 
+class GatewayReport(msgspec.Struct, array_like=True, frozen=True):
+    """What a gateway worker tells the engine (for the operator) every few seconds."""
+
+    gateway: str
+    host: str
+    pid: int
+    started: int
+    """Wall clock (ms) of the worker's start."""
+    activity: dict[str, Any]
+    """Its ``Monitor.snapshot()``: requests and errors, totals and rates, recent errors."""
+    connections: int
+    """WebSocket connections open."""
+    reads: dict[str, int]
+    """Its read cache's counts (``ReadCache.stats``), empty when the cache is off."""
+    leaving: bool = False
+
+
 def _to_wire(value: Any) -> Any:
     kind = type(value)
     if kind is Decimal:
@@ -223,3 +243,4 @@ decode_keys = msgspec.msgpack.Decoder(KeySet).decode
 decode_stream_ask = msgspec.msgpack.Decoder(StreamAsk).decode
 decode_stream_answer = msgspec.msgpack.Decoder(StreamAnswer).decode
 decode_interest = msgspec.msgpack.Decoder(StreamInterest).decode
+decode_report = msgspec.msgpack.Decoder(GatewayReport).decode

@@ -41,6 +41,12 @@ function renderOverview([status, activity, system]) {
   fillRows($('#markets-activity tbody'), activity.markets.map((m) => row(
     m.symbol, m.kind, num(String(m.openOrders)), num(m.kind === 'futures' ? String(m.triggers) : ''),
   )));
+  const gateways = activity.gateways ?? [];
+  $('#gateways-panel').hidden = gateways.length === 0;
+  fillRows($('#gateways tbody'), gateways.map((g) => row(
+    g.host, num(String(g.pid)), num(String(g.requestsPerSecond)), num(String(g.errorsPerSecond)),
+    num(String(g.connections)), num(String(g.lastHeardSecondsAgo)),
+  )));
   fillRows($('#errors tbody'), activity.recentErrors.map((e) => row(
     formatTime(e.time), `${e.method} ${e.path}`, num(String(e.status)), num(String(e.code)), e.msg,
   )), 'no errors since the server started');

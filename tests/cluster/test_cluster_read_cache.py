@@ -5,6 +5,7 @@ engine app and gateway app over the test NATS."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from support import (
 from tradehall.client import ApiError
 from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.protocol import Answered
-from tradehall.cluster.read_cache import ANY, MAX_ENTRIES, ReadCache
+from tradehall.cluster.read_cache import ANY, MAX_BYTES, ReadCache
 
 DEPTH = ("/sapi/v1/depth", b"symbol=BTCUSDT")
 OTHER = ("/sapi/v1/depth", b"symbol=ETHUSDT")
@@ -146,20 +147,40 @@ def test_reads_at_once_share_one_trip_unless_a_note_came_after_it_left() -> None
     asyncio.run(scenario())
 
 
-def test_errors_are_not_kept_and_the_cache_is_bounded() -> None:
+def test_errors_are_not_kept_and_the_cache_is_bounded_in_bytes_and_age() -> None:
     async def scenario() -> None:
-        reads = cache()
+        clock = FakeClock()
+        reads = cache(clock)
 
         async def refused() -> Answered:
             return Answered(400, b'{"code":-1121}')
 
         await reads.read(DEPTH, "BTCUSDT", refused)
         assert reads.stats()["kept"] == 0
-        engine = Engine()
-        for n in range(MAX_ENTRIES + 10):
-            await read(reads, engine, ("/sapi/v1/depth", f"symbol=BTCUSDT&n={n}".encode()), "X")
-        assert reads.stats()["kept"] == MAX_ENTRIES
-        assert await read(reads, engine, ("/sapi/v1/depth", b"symbol=BTCUSDT&n=0"), "X") != b"1"
+
+        big = b"x" * (1024 * 1024)
+
+        async def large() -> Answered:
+            return Answered(200, big)
+
+        for n in range(MAX_BYTES // len(big) + 8):
+            await reads.read(("/q", str(n).encode()), "X", large)
+        assert 0 < reads.bytes <= MAX_BYTES
+        assert reads.stats()["kept"] < MAX_BYTES // len(big)
+        clock.advance(10_000)  # everything kept is too old: dropped by the next answer kept
+        await read(reads, Engine(), DEPTH, "BTCUSDT")
+        assert reads.stats()["kept"] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_clock_that_went_back_does_not_stretch_an_answers_life() -> None:
+    async def scenario() -> None:
+        clock = FakeClock()
+        reads, engine = cache(clock), Engine()
+        await read(reads, engine, DEPTH, "BTCUSDT")
+        clock.advance(-60_000)
+        assert await read(reads, engine, DEPTH, "BTCUSDT") == b"2"
 
     asyncio.run(scenario())
 
@@ -257,9 +278,13 @@ def test_the_gateway_answers_public_reads_without_the_engine_while_nothing_chang
     first = public.depth("BTCUSDT")
     for n in range(5):
         assert public.depth("btcusdt" if n % 2 else "BTCUSDT") == first
-    assert public.ping() == {} and public.server_time()["serverTime"] == env.clock.now
     # Two different query strings: two trips; every repeat answered by the gateway.
     assert engine.executed - before == 2
+    # time: the gateway's clock, the one that judges signatures; ping: the engine's answer.
+    assert public.server_time()["serverTime"] == env.clock.now
+    assert engine.executed - before == 2
+    assert public.ping() == {} and public.ping() == {}
+    assert engine.executed - before == 4
 
     # An order in another pair changes nothing a BTCUSDT read shows.
     maker.create_order("ETHUSDT", "SELL", "LIMIT", "1", "3000")
@@ -274,6 +299,53 @@ def test_the_gateway_answers_public_reads_without_the_engine_while_nothing_chang
     assert engine.executed == before + 2
     maker.cancel_order("BTCUSDT", placed["orderId"])
     assert public.depth("BTCUSDT")["bids"] == []
+
+
+def test_a_read_is_kept_under_the_market_its_handler_shows_not_any_it_is_sent(
+    split: tuple[Env, EngineService],
+) -> None:
+    """A parameter the handler does not read names no market: a futures depth sent with a
+    spot ``symbol`` too still follows its contract, a list of every spot pair sent with a
+    ``contractName`` still follows every pair."""
+    env, _ = split
+    trader = env.trader({"USDT": "1000000"})
+    trader.futures_transfer("USDT", "100000", "spot", "futures")
+    public = env.public()
+    depth = "/futures/open/fapi/v1/depth"
+    mixed = {"contractName": "E-BTC-USDT", "symbol": "BTCUSDT"}
+    assert env.http.get(depth, params=mixed).json()["bids"] == []
+    trader.futures_create_order("E-BTC-USDT", "BUY", "LIMIT", "OPEN", 10, "20000")
+    assert env.http.get(depth, params=mixed).json()["bids"] != []
+
+    every = "/spot/open/sapi/v2/ticker"
+    aside = {"contractName": "E-BTC-USDT"}
+    before = {t["symbol"]: t for t in env.http.get(every, params=aside).json()}
+    trader.create_order("BTCUSDT", "BUY", "LIMIT", "0.5", "20000")
+    after = {t["symbol"]: t for t in env.http.get(every, params=aside).json()}
+    assert after["BTCUSDT"] != before["BTCUSDT"]
+    assert public.depth("BTCUSDT")["bids"] != []
+
+
+def test_a_failed_engine_is_not_hidden_by_the_cache_even_to_a_reader_only(
+    split: tuple[Env, EngineService],
+) -> None:
+    env, _ = split
+    public = env.public()
+    public.depth("BTCUSDT")
+    public.depth("BTCUSDT")  # answered by the gateway
+    env.exchange.failure = "a commit failed (test)"  # no client's command behind it
+    deadline = time.monotonic() + 5
+    while True:  # the engine announces the failure: the gateway forgets what it kept
+        try:
+            public.depth("BTCUSDT")
+        except ApiError as exc:
+            assert (exc.status, exc.code) == (503, -1001)
+            break
+        assert time.monotonic() < deadline, "the kept depth outlived the engine's failure"
+        time.sleep(0.02)
+    with pytest.raises(ApiError) as clock:
+        public.server_time()  # asked of the engine again, which cannot serve
+    assert clock.value.status == 503
 
 
 def test_with_the_cache_off_every_read_goes_to_the_engine(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import logging
 import os
 import types
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Generator, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import Any, TypeVar, cast
 
 import msgspec
@@ -96,6 +96,9 @@ def endpoint_table(routes: Iterable[BaseRoute]) -> dict[tuple[str, str], Endpoin
 async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
 
+
+FAILURE_WATCH = 0.1
+"""Seconds between two looks at whether the exchange has failed (stopped writing)."""
 
 REPLY_MARGIN = 4096
 """Bytes of NATS's maximum message size kept for the reply's subject and headers."""
@@ -203,6 +206,8 @@ class EngineService(Service):
         """This engine run, in every reply and market note."""
         self.notes = 0
         """The number of the latest ``MarketNote`` published."""
+        self._reset_sent = False
+        self._watcher: asyncio.Task[None] | None = None
         self.gateways = GatewayRegistry()
         """The gateways heard from lately (the operator's view)."""
         self.executed = 0
@@ -224,15 +229,17 @@ class EngineService(Service):
         await self.nc.subscribe(f"{self.subject}.gateways.report", cb=self._on_report)
         self.state.gateways = self.gateways
         self.state.committer.listeners.append(self._on_commit)
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_failure())
         await self.nc.publish(f"{self.subject}.keys.reset", b"")
         await self.nc.flush()
 
     async def stop(self) -> None:
         """Take no more commands, answer those taken (their commits are still to come: the
-        committer is flushed after this), then leave NATS."""
-        nc, self.nc = self.nc, None
-        if self._on_commit in self.state.committer.listeners:
-            self.state.committer.listeners.remove(self._on_commit)
+        committer is flushed after this), tell gateways to forget what they kept, then leave
+        NATS."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+        nc = self.nc
         if nc is None:
             return
         if self._commands is not None:
@@ -241,6 +248,10 @@ class EngineService(Service):
                 await self._commands.drain()  # type: ignore[no-untyped-call]
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10)
+        if self._on_commit in self.state.committer.listeners:
+            self.state.committer.listeners.remove(self._on_commit)
+        self._announce_reset()
+        self.nc = None
         with contextlib.suppress(Exception):
             await nc.drain()
 
@@ -415,6 +426,8 @@ class EngineService(Service):
         return execute(self.state, spec, params, self.state.clock(), key, scope, _no_body)
 
     async def _answer(self, msg: Msg, answers: list[Answered]) -> None:
+        if self.state.exchange.failure is not None and not self._reset_sent:
+            self._announce_reset()  # gateways stop serving what this engine showed before
         data = encode(Replies(answers, self.epoch, self.notes))
         limit = self._max_payload()
         if len(data) > limit:
@@ -464,6 +477,24 @@ class EngineService(Service):
         changed = [keys[name] for name in batch.keys if name in keys]
         self._publish_now(f"{self.subject}.keys.changed", self._key_set(changed))
 
+    async def _watch_failure(self) -> None:
+        """A failure with no client's command behind it (a scheduled funding or interest
+        commit, the simulation's) is answered to no one: announce it all the same."""
+        while not self._reset_sent:
+            if self.state.exchange.failure is not None:
+                self._announce_reset()
+                return
+            await asyncio.sleep(FAILURE_WATCH)
+
+    def _announce_reset(self) -> None:
+        """A note that is no commit's: gateways forget every public answer they kept."""
+        if self.nc is None:
+            return
+        self._reset_sent = True
+        self.notes += 1
+        note = MarketNote(self.epoch, self.notes, [], reset=True)
+        self._publish_now(f"{self.subject}.md.changed", encode(note))
+
     def _publish_now(self, subject: str, data: bytes) -> None:
         """Publish from a commit listener: nats-py's ``publish`` only queues the message for
         its writer unless its buffer is full, so it is run here up to its first wait (no task
@@ -478,4 +509,10 @@ class EngineService(Service):
         except Exception as exc:  # NATS is away: gateways resync when it is back
             log.warning("could not publish %s: %s", subject, exc)
             return
-        self._spawn(_go_on(publish, step))
+        self._spawn(self._publish_rest(subject, _go_on(publish, step)))
+
+    async def _publish_rest(self, subject: str, rest: Awaitable[None]) -> None:
+        try:
+            await rest
+        except Exception as exc:
+            log.warning("could not publish %s: %s", subject, exc)

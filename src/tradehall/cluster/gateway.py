@@ -20,14 +20,16 @@ from nats.aio.msg import Msg
 from starlette.responses import Response
 from starlette.types import Receive, Scope
 
+from tradehall.api import wire
 from tradehall.api.app import wall_clock_ms
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.errors import ApiError
-from tradehall.api.http import EndpointSpec
+from tradehall.api.http import EndpointSpec, encoded
 from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
+from tradehall.api.spot import server_time
 from tradehall.cluster import (
     DEFAULT_BATCH_DELAY,
     DEFAULT_BATCH_MAX,
@@ -48,7 +50,7 @@ from tradehall.cluster.protocol import (
     encode,
     wire_params,
 )
-from tradehall.cluster.read_cache import ReadCache, dependency, local_answer
+from tradehall.cluster.read_cache import ReadCache, dependency
 from tradehall.codes import Code
 from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
@@ -124,6 +126,8 @@ class Gateway(Service):
         self.connections: Callable[[], int] = lambda: 0
         """How many WebSocket connections this worker has open (its streams set it)."""
         self.started = clock()
+        self.engine_answers = False
+        """The engine's latest word was an answer (not silence, not 503, not its reset)."""
         self._reporting: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------- lifecycle
@@ -188,6 +192,7 @@ class Gateway(Service):
         for info in decode_keys(msg.data).keys:
             self._learn(info)
         self.keys_loaded = True
+        self.engine_answers = True
 
     def _learn(self, info: KeyInfo) -> None:
         known = self.keys.get(info.api_key)
@@ -218,7 +223,10 @@ class Gateway(Service):
         except (msgspec.DecodeError, msgspec.ValidationError):
             self.reads.lost_track()
             return
-        self.reads.note(note.epoch, note.number, note.symbols)
+        if note.reset:  # the engine stops, or failed: what it showed stands no more
+            self._engine_lost()
+        else:
+            self.reads.note(note.epoch, note.number, note.symbols)
 
     def _resync(self) -> None:
         if self.reads is not None:
@@ -264,9 +272,10 @@ class Gateway(Service):
         reads = self.reads
         if spec.signed or scope["method"] != "GET":
             answer = await self.forward(fwd)
-        elif (local := local_answer(spec, now)) is not None:
-            return local
-        elif reads is None or (symbol := dependency(params)) is None:
+        elif spec.handler is server_time and self.engine_answers:
+            # This clock is the one that judges the signatures' timestamps.
+            return encoded(wire.server_time(now))
+        elif reads is None or (symbol := dependency(spec, params)) is None:
             answer = await self.forward(fwd)
         else:
             read = (scope["path"], scope.get("query_string", b""))
@@ -363,8 +372,10 @@ class Gateway(Service):
             answers = replies.answers
             if self.reads is not None:
                 self.reads.replied(replies.epoch, replies.note)
-                if any(answer.status == 503 for answer in answers):
-                    self._engine_lost()  # it stopped after a failed commit, or restarted
+            if any(answer.status == 503 for answer in answers):
+                self._engine_lost()  # it stopped after a failed commit, or restarted
+            else:
+                self.engine_answers = True
             if len(answers) != len(commands):
                 raise engine_unreachable("an answer that does not match the request")
             return answers
@@ -372,8 +383,10 @@ class Gateway(Service):
         raise engine_unreachable("no answer in time")
 
     def _engine_lost(self) -> None:
-        """No engine answers, or it answers that it cannot serve: kept reads are not served
-        on (they may show what a dead or failed engine held in memory)."""
+        """No engine answers, or it says it cannot serve: kept reads are not served on (they
+        may show what a dead or failed engine held in memory), and ``time`` is asked of the
+        engine again (so it answers 503 while the engine does)."""
+        self.engine_answers = False
         if self.reads is not None:
             self.reads.lost_track()
 

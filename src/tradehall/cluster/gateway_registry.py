@@ -38,13 +38,18 @@ class GatewayRegistry:
             self._latest.pop(report.gateway, None)
         else:
             self._latest[report.gateway] = (self._monotonic(), report)
+        self._expire()
 
-    def reports(self) -> list[dict[str, Any]]:
-        """Every gateway worker heard of lately, by host and process."""
+    def _expire(self) -> None:
         now = self._monotonic()
         for name, (at, _) in list(self._latest.items()):
             if now - at > self.expiry:
                 del self._latest[name]
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Every gateway worker heard of lately, by host and process."""
+        self._expire()
+        now = self._monotonic()
         out = []
         for at, report in self._latest.values():
             activity = report.activity

@@ -109,6 +109,8 @@ class MarketNote(msgspec.Struct, array_like=True, frozen=True):
     symbols: list[str]
     """Spot pairs and futures contracts whose orders, trades, candles or contract state the
     commit changed."""
+    reset: bool = False
+    """Not a commit's: the engine stops or has failed, nothing kept from it stands."""
 
 
 ASK_AGAIN = Answered(0, b"")

@@ -8,14 +8,16 @@ since the gateway asked for it (an answer without a symbol, such as every pair's
 while no note at all has come), and for at most ``max_age_ms``: tickers and candles also move
 with the clock, and the time a depth shows is the time it was rendered.
 
-Read-your-writes on one gateway: every reply of the engine carries the number of its latest
-note, and the gateway answers from its cache only once it has heard every note up to the
-highest number any reply has told it (an order placed through this gateway is in the next
-depth read through it, even if the note and the reply crossed). Across gateways the public
-data may be one NATS hop behind, as a real venue's market-data caches are.
+Read-your-writes on one gateway worker (so on one connection): every reply of the engine
+carries the number of its latest note, and the gateway answers from its cache only once it
+has heard every note up to the highest number any reply has told it (an order placed through
+this worker is in the next depth read through it, even if the note and the reply crossed).
+Through another worker or gateway, public data may be one NATS hop behind, as a real venue's
+market-data caches are.
 
 Anything that may have made the gateway miss a note (a gap in the numbers, NATS reconnecting,
-a new engine) empties the cache. The rate limits and the other checks in front of a read are
+a new engine) empties the cache, and so does an engine that stops or fails (its reset note, a
+503 answer, no answer at all). The rate limits and the other checks in front of a read are
 unchanged: only the trip to the engine is saved.
 """
 
@@ -26,52 +28,63 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tradehall.api import wire
-from tradehall.api.http import EndpointSpec, encoded
+from tradehall.api import futures, spot
+from tradehall.api.http import EndpointSpec, Handler
 from tradehall.api.params import SYMBOL, Params
-from tradehall.api.spot import ping, server_time
 from tradehall.cluster.protocol import Answered
 
 ANY = "*"
-"""The dependency of a read that names no symbol (lists of every pair or contract)."""
+"""The dependency of a read that shows every market (or names none)."""
 
-SYMBOL_PARAMS = ("symbol", "contractName")
+MARKET_PARAMS: dict[Handler, str] = {
+    spot.depth: "symbol",
+    spot.ticker: "symbol",
+    spot.trades: "symbol",
+    spot.klines: "symbol",
+    spot.ticker_v2: "symbol",  # one pair's with it; without it, a list (ANY)
+    futures.depth: "contractName",
+    futures.ticker: "contractName",
+    futures.index: "contractName",
+    futures.klines: "contractName",
+}
+"""The parameter naming the one market a public read shows, by handler; every other public
+read (the lists: symbols, contracts, every ticker) depends on ANY. Other parameters, even
+one naming a market, do not count: the handler does not read them."""
 
-MAX_ENTRIES = 4096
-"""Answers kept at most (the oldest goes first): a read's key is its query string as sent,
-which a client can vary at will."""
+NEVER_KEPT: frozenset[Handler] = frozenset({spot.ping, spot.server_time})
+"""Reads answered every time: ``ping`` tells whether the exchange answers, ``time`` is now."""
+
+MAX_BYTES = 32 * 1024 * 1024
+"""Bytes of answers kept at most (the oldest go first). A read's key is its path and query
+string as sent, which a client can vary at will: that costs misses, never more memory."""
 
 Key = tuple[str, bytes]
 
 
-def local_answer(spec: EndpointSpec, now: int) -> bytes | None:
-    """``ping`` and ``time`` need nothing of the engine: the gateway answers them itself (its
-    clock is the one that checks the signatures' timestamps)."""
-    if spec.handler is ping:
-        return encoded(wire.EMPTY)
-    if spec.handler is server_time:
-        return encoded(wire.server_time(now))
-    return None
-
-
-def dependency(params: Params) -> str | None:
-    """The symbol a public read shows (``ANY`` if it names none), or None when the name is not
-    a valid one (the engine's error answer is not kept)."""
-    for name in SYMBOL_PARAMS:
-        value = params.data.get(name)
-        if value is None:
-            continue
-        if type(value) is str and SYMBOL.fullmatch(value):
-            return value.upper()  # as the engine reads it (``api.reading.Symbol``)
+def dependency(spec: EndpointSpec, params: Params) -> str | None:
+    """The market a public read of ``spec`` shows (``ANY`` for every market), or None when
+    it is not to be kept (``NEVER_KEPT``, or a market name the engine refuses: errors are not
+    kept)."""
+    if spec.handler in NEVER_KEPT:
         return None
-    return ANY
+    name = MARKET_PARAMS.get(spec.handler)
+    if name is None:
+        return ANY
+    value = params.data.get(name)
+    if value is None:
+        return ANY
+    if type(value) is str and SYMBOL.fullmatch(value):
+        return value.upper()  # as the engine reads it (``api.reading.Symbol``)
+    return None
 
 
 @dataclasses.dataclass(slots=True)
 class _Entry:
     answer: Answered
     stamp: tuple[int, int]
-    expires: int
+    rendered: int
+    """The gateway's clock when the read was asked (kept until ``rendered + max_age``)."""
+    size: int
 
 
 @dataclasses.dataclass(slots=True)
@@ -92,6 +105,8 @@ class ReadCache:
         """The highest note number any reply carried."""
         self.hits = 0
         self.misses = 0
+        self.bytes = 0
+        """Bytes of the answers kept (bodies, keys and a fixed allowance each)."""
         self._entries: dict[Key, _Entry] = {}
         self._pending: dict[Key, _Pending] = {}
         self._versions: dict[str, int] = {}
@@ -128,6 +143,7 @@ class ReadCache:
         """Forget every answer (and let no answer in flight be kept)."""
         self._resets += 1
         self._entries.clear()
+        self.bytes = 0
         self._pending.clear()
 
     def lost_track(self) -> None:
@@ -152,10 +168,11 @@ class ReadCache:
         now = self.clock()
         entry = self._entries.get(key)
         if entry is not None:
-            if entry.stamp == stamp and now < entry.expires:
+            # A clock that went back does not stretch an answer's life.
+            if entry.stamp == stamp and entry.rendered <= now < entry.rendered + self.max_age_ms:
                 self.hits += 1
                 return entry.answer
-            del self._entries[key]
+            self._forget(key)
         pending = self._pending.get(key)
         if pending is not None and pending.stamp == stamp:
             self.hits += 1
@@ -181,11 +198,27 @@ class ReadCache:
         self._settle(key, future)
         future.set_result(answer)
         if answer.status == 200 and self._stamp(symbol) == stamp:
-            entries = self._entries
-            if len(entries) >= MAX_ENTRIES:
-                del entries[next(iter(entries))]
-            entries[key] = _Entry(answer, stamp, now + self.max_age_ms)
+            self._keep(key, _Entry(answer, stamp, now, len(answer.body) + len(key[1]) + 200))
         return answer
+
+    def _keep(self, key: Key, entry: _Entry) -> None:
+        """Keep ``entry``, after dropping the answers too old to serve and, while over the
+        byte budget, the oldest (answers are kept in the order they were asked for)."""
+        entries = self._entries
+        self._forget(key)
+        oldest_kept = entry.rendered - self.max_age_ms
+        while entries:
+            first = next(iter(entries))
+            if entries[first].rendered > oldest_kept and self.bytes + entry.size <= MAX_BYTES:
+                break
+            self._forget(first)
+        entries[key] = entry
+        self.bytes += entry.size
+
+    def _forget(self, key: Key) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.bytes -= entry.size
 
     def _settle(self, key: Key, future: asyncio.Future[Answered]) -> None:
         pending = self._pending.get(key)
@@ -193,4 +226,9 @@ class ReadCache:
             del self._pending[key]
 
     def stats(self) -> dict[str, Any]:
-        return {"hits": self.hits, "misses": self.misses, "kept": len(self._entries)}
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "kept": len(self._entries),
+            "bytes": self.bytes,
+        }

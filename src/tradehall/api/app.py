@@ -63,9 +63,11 @@ class App(Starlette):
     """Starlette, with an exact-path dispatch in front of its router: a request for one of the
     API's fixed paths with a method that path serves goes straight to its endpoint (the
     same code Starlette would reach, minus the middleware stack, the routing scan and the
-    Request/Response objects). Everything else (unknown paths, other methods, HEAD,
-    lifespan, a ``root_path``, an app with user middleware) goes through Starlette as usual,
-    so its 404/405 answers and ``app.router.routes`` (the OpenAPI listing) are unchanged."""
+    Request/Response objects); a WebSocket connection to one of the streams' paths goes
+    straight to the stream (with the server's own ``send``, see ``tradehall.stream.direct``).
+    Everything else (unknown paths, other methods, HEAD, lifespan, a ``root_path``, an app
+    with user middleware) goes through Starlette as usual, so its 404/405 answers and
+    ``app.router.routes`` (the OpenAPI listing) are unchanged."""
 
     _fast: dict[str, dict[str, Answer | None]] | None = None
     _sockets: dict[str, ASGIApp] | None = None

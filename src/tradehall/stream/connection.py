@@ -32,7 +32,8 @@ class Connection:
     without Starlette's per-message checks: the writer only sends once accepted)."""
 
     direct = True
-    """Write frames straight to the socket when the server allows it (see ``direct``)."""
+    """Write frames straight to the socket when the server allows it
+    (``tradehall.stream.direct``); False keeps every frame on the ASGI path."""
 
     def __init__(self, websocket: WebSocket, hub: Fanout, send: Send) -> None:
         self.websocket = websocket

@@ -65,6 +65,10 @@ from bench.wire import (
 )
 
 TOPOLOGIES = ("serve", "gateway")
+SAMPLE = 100
+"""Every 100th subscriber decodes its frames and times the trades in them (10 of 1,000,
+hundreds of thousands of trades a run): decoding is most of a client's cost, and the
+subscribers share the CPUs of what they measure."""
 DEFAULT_FIXED_RATE = 500.0
 """Placements/s of the open-loop step every phase also runs: the engine's CPU per placement
 at the same load with and without subscribers (it costs more per placement at lower rates,
@@ -134,7 +138,7 @@ def _start_subscribers(
     url: str, clients: int, plan: dict[str, Any], log_path: Path
 ) -> subprocess.Popen[str]:
     ws_url = "ws" + url.removeprefix("http") + "/kline-api/ws"
-    spec = json.dumps({"url": ws_url, "clients": clients, "sample": 20})
+    spec = json.dumps({"url": ws_url, "clients": clients, "sample": SAMPLE})
     cmd = pinned([python(), "-m", "bench.ws_subscribers", spec], plan["loadgen"], plan)
     with log_path.open("w") as log:
         proc = subprocess.Popen(

@@ -27,6 +27,13 @@ from tradehall.client import ApiError as ClientError
 from tradehall.client import Client
 from tradehall.client.signing import request_path_for_signing, sign, signature_payload
 from tradehall.codes import Code
+from tradehall.stream.routes import (
+    FUTURES_MARKET,
+    FUTURES_PRIVATE,
+    SPOT_MARKET,
+    SPOT_PRIVATE,
+    Stream,
+)
 from tradehall.units import UnitsError, to_units
 
 pytestmark = pytest.mark.one_process  # the one process's own dispatch
@@ -287,3 +294,14 @@ def test_query_reading_matches_parse_qsl(query: str) -> None:
             parse_query(query)
     else:
         assert dict(parse_query(query).data) == dict(pairs)
+
+
+def test_the_stream_paths_take_the_exact_dispatch(env: Env) -> None:
+    """A WebSocket connection to a stream reaches it with the server's own ``send`` (the
+    streams write their frames straight to the socket only then), on one process and on a
+    gateway alike."""
+    app = env.http.app
+    assert isinstance(app, App)
+    table = app.socket_paths()
+    for path in (SPOT_MARKET, FUTURES_MARKET, SPOT_PRIVATE, FUTURES_PRIVATE):
+        assert isinstance(table[path], Stream), path

@@ -13,8 +13,8 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tradehall.api import admin, asset, futures, margin, openapi, spot
 from tradehall.api.auth import MAX_AHEAD_MS
@@ -63,11 +63,14 @@ class App(Starlette):
     """Starlette, with an exact-path dispatch in front of its router: a request for one of the
     API's fixed paths with a method that path serves goes straight to its endpoint (the
     same code Starlette would reach, minus the middleware stack, the routing scan and the
-    Request/Response objects). Everything else (unknown paths, other methods, HEAD,
-    lifespan, a ``root_path``, an app with user middleware) goes through Starlette as usual,
-    so its 404/405 answers and ``app.router.routes`` (the OpenAPI listing) are unchanged."""
+    Request/Response objects); a WebSocket connection to one of the streams' paths goes
+    straight to the stream (with the server's own ``send``, see ``tradehall.stream.direct``).
+    Everything else (unknown paths, other methods, HEAD, lifespan, a ``root_path``, an app
+    with user middleware) goes through Starlette as usual, so its 404/405 answers and
+    ``app.router.routes`` (the OpenAPI listing) are unchanged."""
 
     _fast: dict[str, dict[str, Answer | None]] | None = None
+    _sockets: dict[str, ASGIApp] | None = None
 
     def fast_paths(self) -> dict[str, dict[str, Answer | None]]:
         """``{path: {method: answer}}`` for the plain routes before the first route with a
@@ -87,8 +90,33 @@ class App(Starlette):
                     table.setdefault(route.path, {}).setdefault(method, answer)
         return table
 
+    def socket_paths(self) -> dict[str, ASGIApp]:
+        """``{path: app}`` for the WebSocket routes with a plain path, up to the first route
+        that could match a WebSocket request out of list order (a mount, a path parameter):
+        what Starlette's scan would find for them. The streams get the server's own ``send``
+        this way, which every frame to every client goes through."""
+        table: dict[str, ASGIApp] = {}
+        if self.user_middleware:
+            return table
+        for route in self.router.routes:
+            if type(route) is Route:
+                continue  # answers HTTP requests only
+            if type(route) is not WebSocketRoute or "{" in route.path:
+                break
+            table.setdefault(route.path, route.app)
+        return table
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not scope.get("root_path"):
+        if scope["type"] == "websocket" and not scope.get("root_path"):
+            sockets = self._sockets
+            if sockets is None:
+                sockets = self._sockets = self.socket_paths()
+            socket = sockets.get(scope["path"])
+            if socket is not None:
+                scope["app"] = self
+                await socket(scope, receive, send)
+                return
+        elif scope["type"] == "http" and not scope.get("root_path"):
             fast = self._fast
             if fast is None:
                 fast = self._fast = self.fast_paths()

@@ -10,9 +10,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.types import Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tradehall.codes import Code
+from tradehall.stream.direct import DirectSocket
 from tradehall.stream.fanout import Fanout, Subscriber
 from tradehall.stream.frames import BadMessage, error_frame, gzip_json, parse_message
 
@@ -26,8 +28,16 @@ Handler = Callable[["Connection", dict[str, Any]], Awaitable[None]]
 
 
 class Connection:
-    def __init__(self, websocket: WebSocket, hub: Fanout) -> None:
+    """``send`` is the ASGI send the frames go out through (the one ``websocket`` wraps,
+    without Starlette's per-message checks: the writer only sends once accepted)."""
+
+    direct = True
+    """Write frames straight to the socket when the server allows it
+    (``tradehall.stream.direct``); False keeps every frame on the ASGI path."""
+
+    def __init__(self, websocket: WebSocket, hub: Fanout, send: Send) -> None:
         self.websocket = websocket
+        self._send = send
         self.hub = hub
         self.settings = hub.settings
         self.subscriber = Subscriber(self.settings.queue_frames, self._drop)
@@ -96,13 +106,32 @@ class Connection:
             self._done.set()
 
     async def _write(self) -> None:
-        queue = self.subscriber.queue
-        websocket = self.websocket
+        """Through ASGI: every frame queued, oldest first, one wake-up for all the frames
+        queued by then (a push of depth and trades queues two at once). Straight to the
+        socket when the server allows it (``direct``): the hub's batch writes the frames, and
+        this task only waits for a socket that was not ready (its buffer full)."""
+        subscriber = self.subscriber
+        frames = subscriber.frames
+        socket = DirectSocket.of(self._send) if self.direct else None
         try:
+            if socket is not None:
+                subscriber.attach(socket, self.hub.batch)
+                writable = socket.writable
+                while True:
+                    await subscriber.wait()
+                    if not writable.is_set():
+                        await writable.wait()
+                    if socket.closed():
+                        return
+                    subscriber.flush()
+            send = self._send
             while True:
-                frame = await queue.get()
-                await websocket.send_bytes(frame)
+                if not frames:
+                    await subscriber.wait()
+                await send({"type": "websocket.send", "bytes": frames.popleft()})
         except Exception:  # the peer went away mid-send
+            pass
+        finally:
             self._done.set()
 
     async def _heartbeat(self) -> None:

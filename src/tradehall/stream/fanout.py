@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from tradehall.config import WebSocketSettings
 from tradehall.exchange import ApiKey
@@ -26,14 +27,50 @@ FUTURES = "futures"
 KINDS = (SPOT, FUTURES)
 
 
-class Subscriber:
-    """One connection's outbox: a bounded queue of encoded frames. ``drop`` is called (once)
-    when the queue overflows; the connection then closes."""
+class Socket(Protocol):
+    """Where a subscriber's frames can be written at once, without a task of its own
+    (``tradehall.stream.direct``)."""
 
-    __slots__ = ("api_key", "channels", "drop", "dropped", "kind", "queue", "user")
+    def ready(self) -> bool:
+        """Open, and its buffer under the high-water mark."""
+        ...
+
+    def write(self, frames: Sequence[bytes]) -> None: ...
+
+
+class Subscriber:
+    """One connection's outbox: a bounded queue of encoded frames (``frames``, oldest first).
+    ``drop`` is called (once) when it overflows; the connection then closes.
+
+    ``offer`` runs once per frame per subscriber: the fan-out's inner loop. Without a
+    ``socket`` it wakes the connection's writer task if that waits on an empty outbox (the
+    writer then sends every frame queued by then). With one (``attach``), no task wakes: the
+    subscriber joins the ``batch`` written once the current callback is over, one write for
+    all its frames; only when the socket is not ready (its buffer full, or closed) is the
+    writer woken, to wait for it."""
+
+    __slots__ = (
+        "api_key",
+        "batch",
+        "channels",
+        "drop",
+        "dropped",
+        "due",
+        "frames",
+        "kind",
+        "limit",
+        "socket",
+        "user",
+        "waiter",
+    )
 
     def __init__(self, limit: int, drop: Callable[[str], None]) -> None:
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue(limit)
+        self.frames: deque[bytes] = deque()
+        self.limit = limit
+        self.waiter: asyncio.Future[None] | None = None
+        self.socket: Socket | None = None
+        self.batch: Batch | None = None
+        self.due = False
         self.drop = drop
         self.dropped = False
         self.channels: set[str] = set()
@@ -41,14 +78,78 @@ class Subscriber:
         self.kind: str | None = None
         self.api_key: str | None = None
 
+    def attach(self, socket: Socket, batch: Batch) -> None:
+        self.socket, self.batch = socket, batch
+
     def offer(self, frame: bytes) -> None:
         if self.dropped:
             return
-        try:
-            self.queue.put_nowait(frame)
-        except asyncio.QueueFull:
+        frames = self.frames
+        if len(frames) >= self.limit:
             self.dropped = True
             self.drop("too slow: the client did not read its frames")
+            return
+        frames.append(frame)
+        if self.batch is None:
+            self.wake()
+        elif not self.due:
+            self.due = True
+            self.batch.add(self)
+
+    def flush(self) -> None:
+        """Write every queued frame to the socket if it is ready; wake the writer if not."""
+        self.due = False
+        socket = self.socket
+        if not self.frames or socket is None:
+            return
+        if socket.ready():
+            socket.write(self.frames)
+            self.frames.clear()
+        else:
+            self.wake()
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until ``wake``; at once if frames are queued that no batch will write."""
+        if self.frames and not self.due:
+            return
+        waiter = self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self.waiter = None
+
+
+class Batch:
+    """The subscribers with frames to write to their sockets: written in one callback after
+    the one that queued them (a push offered to every subscriber of a channel, or several
+    pushes), so each gets one write for all its frames and no task wakes up."""
+
+    __slots__ = ("due",)
+
+    def __init__(self) -> None:
+        self.due: list[Subscriber] = []
+
+    def add(self, subscriber: Subscriber) -> None:
+        if not self.due:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self.due.append(subscriber)
+
+    def flush(self) -> None:
+        due, self.due = self.due, []
+        for subscriber in due:
+            try:
+                subscriber.flush()
+            except Exception:  # the transport refused the write: end that connection
+                log.exception("writing to a stream connection failed")
+                subscriber.dropped = True
+                subscriber.drop("the connection failed")
 
 
 class Fanout:
@@ -58,6 +159,7 @@ class Fanout:
         self.channels: dict[str, set[Subscriber]] = {}
         self.users: dict[str, dict[int, set[Subscriber]]] = {kind: {} for kind in KINDS}
         self.connections: set[Subscriber] = set()
+        self.batch = Batch()
 
     # ------------------------------------------------------------- subscriptions
 

@@ -10,11 +10,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from starlette.routing import WebSocketRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from tradehall.api.replay import ReplayGuard
-from tradehall.stream.connection import Connection
+from tradehall.stream.connection import Connection, Handler
 from tradehall.stream.fanout import FUTURES, SPOT, Fanout
 from tradehall.stream.market import market_handler
 from tradehall.stream.private import private_handler
@@ -30,28 +33,32 @@ def is_futures_host(websocket: WebSocket) -> bool:
     return "futures" in host.split(".", 1)[0].lower()
 
 
+class Stream:
+    """One stream path's ASGI app. A plain app rather than a WebSocket endpoint function, so
+    that the connection's writer gets the ASGI ``send`` itself: every frame to every client
+    goes through it, and Starlette's session wrapper would add a layer to each."""
+
+    def __init__(self, hub: Fanout, handler: Callable[[WebSocket], Handler]) -> None:
+        self.hub = hub
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        websocket = WebSocket(scope, receive, send)
+        await Connection(websocket, self.hub, send).run(self.handler(websocket))
+
+
 def routes(hub: Fanout, replay: ReplayGuard, max_ahead_ms: int) -> list[WebSocketRoute]:
-    spot_market = market_handler(futures=False)
-    futures_market = market_handler(futures=True)
-    spot_private = private_handler(SPOT, SPOT_PRIVATE, replay, max_ahead_ms)
-    futures_private = private_handler(FUTURES, FUTURES_PRIVATE, replay, max_ahead_ms)
+    spot_market: Handler = market_handler(futures=False)
+    futures_market: Handler = market_handler(futures=True)
+    spot_private: Handler = private_handler(SPOT, SPOT_PRIVATE, replay, max_ahead_ms)
+    futures_private: Handler = private_handler(FUTURES, FUTURES_PRIVATE, replay, max_ahead_ms)
 
-    async def market(websocket: WebSocket) -> None:
-        handler = futures_market if is_futures_host(websocket) else spot_market
-        await Connection(websocket, hub).run(handler)
-
-    async def futures(websocket: WebSocket) -> None:
-        await Connection(websocket, hub).run(futures_market)
-
-    async def spot_user(websocket: WebSocket) -> None:
-        await Connection(websocket, hub).run(spot_private)
-
-    async def futures_user(websocket: WebSocket) -> None:
-        await Connection(websocket, hub).run(futures_private)
+    def market(websocket: WebSocket) -> Handler:
+        return futures_market if is_futures_host(websocket) else spot_market
 
     return [
-        WebSocketRoute(SPOT_MARKET, market),
-        WebSocketRoute(FUTURES_MARKET, futures),
-        WebSocketRoute(SPOT_PRIVATE, spot_user),
-        WebSocketRoute(FUTURES_PRIVATE, futures_user),
+        WebSocketRoute(SPOT_MARKET, Stream(hub, market)),
+        WebSocketRoute(FUTURES_MARKET, Stream(hub, lambda _: futures_market)),
+        WebSocketRoute(SPOT_PRIVATE, Stream(hub, lambda _: spot_private)),
+        WebSocketRoute(FUTURES_PRIVATE, Stream(hub, lambda _: futures_private)),
     ]

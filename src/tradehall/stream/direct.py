@@ -26,7 +26,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+try:
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+except ImportError:  # a uvicorn that moved it: every connection keeps to ASGI
+    WebSocketsSansIOProtocol = None  # type: ignore[assignment,misc]
 
 
 class Transport(Protocol):
@@ -64,7 +67,7 @@ class DirectSocket:
         """The socket behind ``send``, if ``send`` is uvicorn's websockets-sansio protocol's
         own (see the module); None otherwise."""
         protocol = getattr(send, "__self__", None)
-        if type(protocol) is not WebSocketsSansIOProtocol:
+        if WebSocketsSansIOProtocol is None or type(protocol) is not WebSocketsSansIOProtocol:
             return None
         attributes = vars(protocol)
         if not isinstance(attributes.get("writable"), asyncio.Event) or not isinstance(

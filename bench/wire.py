@@ -194,6 +194,7 @@ def topology(
         gateway, info = start_announcing(cmd, work / "gateway.log", PING)
         procs.append(gateway)
         info["gateway_pid"] = gateway.pid
+        info["subject"] = subject
         info["pid"] = engine.pid  # the CPU share the load generator reports: the engine's
         info["dataDir"] = engine_info["dataDir"]
         yield info, engine_info["url"]

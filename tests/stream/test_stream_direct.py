@@ -127,7 +127,7 @@ def test_every_frame_arrives_in_order_and_a_client_that_does_not_read_is_dropped
 
             async def read() -> None:
                 while len(received) < len(frames):
-                    received.append(await fast.recv())  # type: ignore[arg-type]
+                    received.append(await fast.recv())
 
             async def dropped() -> None:
                 """Once the server has dropped the slow client, read what it sent: the

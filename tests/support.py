@@ -138,7 +138,10 @@ class SplitAdmin(AdminClient):
         if reads is None or engine.notes == 0:
             return
         deadline = time.monotonic() + 10
-        while reads.epoch != engine.epoch or reads.heard < engine.notes:
+        # Caught up: every note heard, or everything kept forgotten (the engine's reset).
+        while reads.epoch is not None and (
+            reads.epoch != engine.epoch or reads.heard < engine.notes
+        ):
             assert time.monotonic() < deadline, "the gateway did not hear the market notes"
             time.sleep(0.001)
 

@@ -4,8 +4,9 @@ render) and answers each message once its commands are committed; it hands gatew
 keys and tells them of every key change.
 
 Commands are de-duplicated by id: a resend (a gateway's retry after a lost answer, NATS
-redelivering after a restart) of an id seen in the last ``window`` commands gets the first
-answer (waiting for it if the first is still running), never a second application.
+redelivering after a restart) of an id seen in the last ``window`` commands (at least; see
+``RecentIds``) gets the first answer (waiting for it if the first is still running), never a
+second application.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import gc
 import logging
 import os
 import types
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 from nats.aio.client import Client as Nats
@@ -45,6 +45,7 @@ from tradehall.cluster.protocol import (
     KeySet,
     MarketNote,
     Replies,
+    decode_answers,
     decode_commands,
     decode_report,
     encode,
@@ -56,10 +57,50 @@ from tradehall.store.batch import Batch
 log = logging.getLogger("tradehall.engine")
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 DEFAULT_WINDOW = 100_000
-"""Recent command ids kept for de-duplication (a few seconds of traffic at full load, far
-more than a gateway's retry takes)."""
+"""Recent command ids kept for de-duplication, at least (a few seconds of traffic at full
+load, far more than a gateway's retry takes)."""
+
+
+class RecentIds(Generic[V]):
+    """The last ``size`` ids at least (at most twice as many), each with a value, in two
+    generations of plain dicts: the newer takes every id; once it holds ``size`` it becomes
+    the older, and the previous older is dropped whole.
+
+    This replaced an OrderedDict trimmed by one id per insert. With 100,000 ids and their
+    answers, that cost the engine ~2 us per command (docs/deployment.md): an OrderedDict
+    entry is a dict entry plus a linked node, and each eviction deletes an entry and frees
+    an answer in memory long out of the caches. Here a command costs a lookup in each dict
+    and an insert; the answers leave ``size`` at a time."""
+
+    __slots__ = ("_new", "_old", "size")
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.size = size
+        self._new: dict[str, V] = {}
+        self._old: dict[str, V] = {}
+
+    def get(self, key: str) -> V | None:
+        found = self._new.get(key)
+        return found if found is not None else self._old.get(key)
+
+    def add(self, key: str, value: V) -> None:
+        """Keep ``key`` (not kept yet) with ``value``."""
+        new = self._new
+        new[key] = value
+        if len(new) >= self.size:
+            self._old = new
+            self._new = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._new or key in self._old
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
 
 
 GC_YOUNG_THRESHOLD = 10_000
@@ -107,8 +148,6 @@ REPLY_MARGIN = 4096
 TOO_LARGE = 500
 
 
-_Running = tuple[asyncio.Future[list[Answered]], int]
-
 _Handler = Coroutine[Any, Any, Any]
 """An endpoint handler's coroutine: its result is the answer's JSON (``encoded``)."""
 
@@ -117,10 +156,17 @@ _Handler = Coroutine[Any, Any, Any]
 class _Work:
     """A message's commands on their way: its answers (None until known), the handlers
     still running (index, coroutine, what it waits for, the request's scope) and the resent
-    ids (index, the future of the message that first had the id, its place there)."""
+    ids (index, the future of the message that first had the id, its place there).
 
-    msg: Msg
-    done: asyncio.Future[list[Answered]]
+    The de-duplication window maps each id the message applied to it. Once the message is
+    answered (``_settle``) it keeps only its ids and its reply: a resend of one of them is
+    answered from the reply. The answers are not kept one by one: under load that was two
+    objects per command (the answer and its body) alive for the whole window, each
+    allocated where memory had gone cold; the reply is one object, made anyway."""
+
+    msg: Msg | None
+    done: asyncio.Future[list[Answered]] | None
+    """Resolves to the answers once they are all known; None once answered."""
     slots: list[Answered | None]
     waiting: list[tuple[int, _Handler, Any, Scope]] = dataclasses.field(default_factory=list)
     copies: list[tuple[int, asyncio.Future[list[Answered]], int]] = dataclasses.field(
@@ -128,6 +174,19 @@ class _Work:
     )
     ids: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     """The ids this message put in the window, with their places."""
+    reply: bytes = b""
+    """Once answered: every answer, encoded as a reply carries them (``decode_answers``)."""
+
+    def place(self, command_id: str) -> int:
+        """Where the command ``command_id`` (one this message put in the window) is."""
+        for known, index in self.ids:
+            if known == command_id:
+                return index
+        raise KeyError(command_id)
+
+    def answer(self, at: int) -> Answered:
+        """The answer at ``at``, once the message is answered."""
+        return decode_answers(self.reply)[at]
 
     def fail(self, state: AppState, exc: BaseException, count: int, unknown: Answered) -> None:
         """What is not answered yet of the message's ``count`` commands gets the error (a
@@ -212,9 +271,9 @@ class EngineService(Service):
         self.table = endpoint_table(client_routes())
         self.nc: Nats | None = None
         self._commands: Subscription | None = None
-        self._answers: OrderedDict[str, Answered | _Running] = OrderedDict()
-        """Recent command ids: their answer, or while it is not known, the future of their
-        message's answers and their place in it."""
+        self._answers: RecentIds[_Work] = RecentIds(window)
+        """Recent command ids, each with the message that first had it (its answer is known
+        once the message's is)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self.epoch = os.urandom(8).hex()
         """This engine run, in every reply and market note."""
@@ -320,7 +379,7 @@ class EngineService(Service):
         if work.waiting or work.copies:
             self._spawn(self._finish(work))
         else:
-            await self._answer(msg, self._settle(work))
+            await self._reply(work)
 
     def _committed(self, work: _Work, _: asyncio.Future[Any]) -> None:
         """The commit every started handler of ``work`` waited for is done: each goes on (to
@@ -328,16 +387,15 @@ class EngineService(Service):
         try:
             rest = self._step_all(work)
         except BaseException as exc:
-            self._open.discard(work.done)
             self._give_up(work, exc, len(work.slots))
             raise
         if rest:
             self._spawn(self._finish_rest(work, rest))
         else:
-            self._run_inline(self._answer(work.msg, self._settle(work)))
+            self._run_inline(self._reply(work))
 
     def _begin_all(self, batch: Commands, work: _Work) -> None:
-        slots, waiting, ids, done = work.slots, work.waiting, work.ids, work.done
+        slots, waiting, ids = work.slots, work.waiting, work.ids
         answers = self._answers
         stale = batch.attempt > 1 and batch.first_sent < self.started
         for index, fwd in enumerate(batch.commands):
@@ -345,19 +403,18 @@ class EngineService(Service):
             known = answers.get(command_id)
             if known is not None:
                 self.duplicates += 1
-                if type(known) is Answered:
-                    slots.append(known)
+                at = known.place(command_id)
+                if known.done is None:  # answered
+                    slots.append(known.answer(at))
                 else:
-                    work.copies.append((index, *cast(_Running, known)))
+                    work.copies.append((index, known.done, at))
                     slots.append(None)
                 continue
             if stale:
                 slots.append(self._outcome_unknown())
                 continue
-            answers[command_id] = (done, index)
+            answers.add(command_id, work)
             ids.append((command_id, index))
-            if len(answers) > self.window:
-                answers.popitem(last=False)
             started = self.begin(fwd)
             if type(started) is Answered:
                 slots.append(started)
@@ -387,18 +444,28 @@ class EngineService(Service):
             return answered(failure_response(self.state, exc, scope))
 
     def _settle(self, work: _Work) -> list[Answered]:
-        """The message's answers are all known: resends waiting get them, and the window
-        keeps the answers themselves (not the future: less for the garbage collector)."""
+        """The message's answers are all known: resends waiting get them, and the message
+        keeps its reply and drops the rest (see ``_Work``)."""
         slots = cast(list[Answered], work.slots)
         done = work.done
-        if not done.done():
-            done.set_result(slots)
-        self._open.discard(done)
-        answers = self._answers
-        for command_id, index in work.ids:
-            if command_id in answers:
-                answers[command_id] = slots[index]
+        if done is not None:
+            if not done.done():
+                done.set_result(slots)
+            self._open.discard(done)
+        if self.state.exchange.failure is not None and not self._reset_sent:
+            self._announce_reset()  # gateways stop serving what this engine showed before
+        work.reply = encode(Replies(slots, self.epoch, self.notes))
+        work.done = None
+        work.slots = []
+        work.waiting = []
+        work.copies = []
         return slots
+
+    def _reply(self, work: _Work) -> Coroutine[Any, Any, None]:
+        """Settle ``work`` now; the coroutine sends its reply."""
+        answers = self._settle(work)
+        msg, work.msg = work.msg, None
+        return self._answer(msg, answers, work.reply)
 
     def _outcome_unknown(
         self, why: str = "the engine restarted while this request was in flight"
@@ -427,14 +494,14 @@ class EngineService(Service):
         except BaseException as exc:
             self._give_up(work, exc, len(work.slots))
             raise
-        await self._answer(work.msg, self._settle(work))
+        await self._reply(work)
 
     def _give_up(self, work: _Work, exc: BaseException, count: int) -> None:
         """Something no handler catches (cancellation at shutdown): every command of the
         message still gets an answer, and the window holds one for each of its ids."""
         unknown = self._outcome_unknown("the engine stopped working on this request")
         work.fail(self.state, exc, count, unknown)
-        self._spawn(self._answer(work.msg, self._settle(work)))
+        self._spawn(self._reply(work))
 
     async def _resume(self, work: _Work) -> None:
         """Wait for what the started handlers wait for (without ever cancelling it: the
@@ -488,7 +555,7 @@ class EngineService(Service):
         except BaseException as exc:
             self._give_up(work, exc, len(work.slots))
             raise
-        await self._answer(work.msg, self._settle(work))
+        await self._reply(work)
 
     def begin(self, fwd: Forwarded) -> tuple[_Handler, Scope] | Answered:
         """One forwarded request, as the endpoint would answer it in one process: its
@@ -528,14 +595,14 @@ class EngineService(Service):
         call = Call(state, Params(fwd.params), state.clock(), key, scope, _no_body)
         return cast(_Handler, spec.handler(call)), scope  # every handler is a coroutine function
 
-    async def _answer(self, msg: Msg, answers: list[Answered]) -> None:
-        if self.state.exchange.failure is not None and not self._reset_sent:
-            self._announce_reset()  # gateways stop serving what this engine showed before
-        data = encode(Replies(answers, self.epoch, self.notes))
+    async def _answer(self, msg: Msg | None, answers: list[Answered], data: bytes) -> None:
+        """Send ``data``, ``answers`` encoded in a ``Replies``, as the reply to ``msg``
+        (fitted to NATS's maximum message size)."""
         limit = self._max_payload()
         if len(data) > limit:
             data = encode(Replies(_fit(answers, limit), self.epoch, self.notes))
-        await self._respond(msg, data)
+        if msg is not None:
+            await self._respond(msg, data)
 
     def _max_payload(self) -> int:
         nc = self.nc

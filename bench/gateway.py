@@ -7,6 +7,7 @@ engine process's own ceiling (pre-admitted placement commands flooded over NATS,
     python -m bench.gateway --latency        # open-loop p50/p99 at 50 % and 80 % of each max
     python -m bench.gateway --flood-batch 8  # the ceiling with smaller messages
     python -m bench.gateway --batch-delay-ms 0   # gateways send only what one turn admitted
+    python -m bench.gateway --only engine    # only the engine's ceiling (the flood), each round
 
 The flood sends commands as gateways do, several to a NATS message (``Commands``), 512 in
 flight in messages of ``--flood-batch`` (default 32: what a few busy gateway workers send);
@@ -46,6 +47,8 @@ from bench.wire import (
     topology,
 )
 
+KINDS = ("serve", "gw1", "gw2", "engine")
+
 
 @dataclass(frozen=True)
 class GatewaySpec:
@@ -62,6 +65,8 @@ class GatewaySpec:
     batch_delay_ms: float = DEFAULT_BATCH_DELAY_MS
     """The gateways' ``--batch-delay-ms``."""
     nats: str = NATS
+    kinds: tuple[str, ...] = KINDS
+    """The topologies measured each round (``--only``)."""
 
 
 def _topology(
@@ -226,34 +231,33 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     }
 
 
-KINDS = ("serve", "gw1", "gw2", "engine")
-
-
 def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     rounds: list[dict[str, Any]] = []
     for number in range(spec.rounds):
         this: dict[str, Any] = {}
-        order = KINDS if number % 2 == 0 else tuple(reversed(KINDS))
+        kinds = spec.kinds
+        order = kinds if number % 2 == 0 else tuple(reversed(kinds))
         for kind in order:
             this[kind] = (
                 engine_ceiling(spec, work) if kind == "engine" else placements(kind, spec, work)
             )
             log(f"  round {number + 1} {kind}: {this[kind]['throughput']:.0f}/s")
         rounds.append(this)
-    medians = {kind: statistics.median(r[kind]["throughput"] for r in rounds) for kind in KINDS}
+    kinds = spec.kinds
+    medians = {kind: statistics.median(r[kind]["throughput"] for r in rounds) for kind in kinds}
     per_core = {
         kind: statistics.median(
             r[kind]["throughput"] / r[kind]["engine_cpu_share"]
             for r in rounds
             if r[kind].get("engine_cpu_share")
         )
-        for kind in KINDS
+        for kind in kinds
         if any(r[kind].get("engine_cpu_share") for r in rounds)
     }
     cpu_us = {
         f"{kind} {name}": statistics.median(r[kind][name] for r in rounds)
-        for kind in KINDS
+        for kind in kinds
         for name in rounds[0][kind]
         if name.endswith("_cpu_us_per_placement")
     }
@@ -285,6 +289,13 @@ def main(argv: list[str] | None = None) -> None:
         default=GatewaySpec.batch_delay_ms,
         help="The gateways' --batch-delay-ms.",
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=KINDS,
+        default=None,
+        help="Measure only this topology (repeatable); engine: the engine process's ceiling.",
+    )
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON.")
     parser.add_argument(
         "--latency",
@@ -299,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
         nats=args.nats,
         flood_batch=args.flood_batch,
         batch_delay_ms=args.batch_delay_ms,
+        kinds=tuple(args.only) if args.only else KINDS,
     )
     with tempfile.TemporaryDirectory(prefix="tradehall-bench-gw-work-") as work:
         if args.latency:

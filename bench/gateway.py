@@ -32,9 +32,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from bench.common import cpu_seconds, family, machine, process_cpu_seconds
+from bench.common import (
+    cpu_seconds,
+    family,
+    machine,
+    main_thread_cpu_seconds,
+    process_cpu_seconds,
+)
 from bench.loadgen import TARGET_FRACTION
 from bench.wire import (
     DEFAULT_BATCH_DELAY_MS,
@@ -202,12 +208,15 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
                 latencies.append(t1 - t0)
 
     cpu: list[float | None] = []
+    loop_cpu: list[float | None] = []
 
     async def window() -> None:
         await asyncio.sleep(measure_from - pc())
         cpu.append(process_cpu_seconds(pid))
+        loop_cpu.append(main_thread_cpu_seconds(pid))
         await asyncio.sleep(stop - pc())
         cpu.append(process_cpu_seconds(pid))
+        loop_cpu.append(main_thread_cpu_seconds(pid))
 
     try:
         workers = max(1, spec.in_flight // spec.flood_batch)
@@ -217,12 +226,20 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     share = None
     if len(cpu) == 2 and cpu[0] is not None and cpu[1] is not None:
         share = round((cpu[1] - cpu[0]) / spec.duration, 3)
-    latencies.sort()
+    split = None
     ok = statuses.get(200, 0)
+    if share is not None and ok and len(loop_cpu) == 2 and None not in loop_cpu:
+        loop_s = cast(float, loop_cpu[1]) - cast(float, loop_cpu[0])
+        split = {
+            "event_loop": round(1e6 * loop_s / ok, 1),
+            "other_threads": round(1e6 * (share * spec.duration - loop_s) / ok, 1),
+        }
+    latencies.sort()
     return {
         "throughput": ok / spec.duration,
         "answered_per_s": sum(statuses.values()) / spec.duration,
         "engine_cpu_share": share,
+        "cpu_us_per_placement_by_thread": split,
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
         "latency_ms": {
             "p50": 1e3 * latencies[len(latencies) // 2] if latencies else None,
@@ -242,7 +259,10 @@ def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> di
             this[kind] = (
                 engine_ceiling(spec, work) if kind == "engine" else placements(kind, spec, work)
             )
-            log(f"  round {number + 1} {kind}: {this[kind]['throughput']:.0f}/s")
+            rate = this[kind]["throughput"]
+            share = this[kind].get("engine_cpu_share")
+            core = f" ({rate / share:.0f} per engine-core second)" if share else ""
+            log(f"  round {number + 1} {kind}: {rate:.0f}/s{core}")
         rounds.append(this)
     kinds = spec.kinds
     medians = {kind: statistics.median(r[kind]["throughput"] for r in rounds) for kind in kinds}
@@ -261,6 +281,12 @@ def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> di
         for name in rounds[0][kind]
         if name.endswith("_cpu_us_per_placement")
     }
+    for kind in kinds:  # the engine flood's CPU per placement, event loop and other threads
+        splits = [r[kind].get("cpu_us_per_placement_by_thread") for r in rounds]
+        for part in ("event_loop", "other_threads"):
+            values = [split[part] for split in splits if split]
+            if values:
+                cpu_us[f"{kind} {part}"] = statistics.median(values)
     return {
         "spec": asdict(spec),
         "machine": machine(),

@@ -165,6 +165,17 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def main_thread_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid``'s main thread (an event loop's), or
+    None; the process's figure less this one is its other threads'."""
+    try:
+        raw = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 def family(pid: int) -> list[int]:
     """``pid`` and its children (a gateway's supervisor and its workers)."""
     try:

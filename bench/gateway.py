@@ -7,6 +7,7 @@ engine process's own ceiling (pre-admitted placement commands flooded over NATS,
     python -m bench.gateway --latency        # open-loop p50/p99 at 50 % and 80 % of each max
     python -m bench.gateway --flood-batch 8  # the ceiling with smaller messages
     python -m bench.gateway --batch-delay-ms 0   # gateways send only what one turn admitted
+    python -m bench.gateway --only engine    # only the engine's ceiling (the flood), each round
 
 The flood sends commands as gateways do, several to a NATS message (``Commands``), 512 in
 flight in messages of ``--flood-batch`` (default 32: what a few busy gateway workers send);
@@ -31,9 +32,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from bench.common import cpu_seconds, family, machine, process_cpu_seconds
+from bench.common import (
+    cpu_seconds,
+    family,
+    machine,
+    main_thread_cpu_seconds,
+    process_cpu_seconds,
+)
 from bench.loadgen import TARGET_FRACTION
 from bench.wire import (
     DEFAULT_BATCH_DELAY_MS,
@@ -45,6 +52,8 @@ from bench.wire import (
     loadgen,
     topology,
 )
+
+KINDS = ("serve", "gw1", "gw2", "engine")
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,8 @@ class GatewaySpec:
     batch_delay_ms: float = DEFAULT_BATCH_DELAY_MS
     """The gateways' ``--batch-delay-ms``."""
     nats: str = NATS
+    kinds: tuple[str, ...] = KINDS
+    """The topologies measured each round (``--only``)."""
 
 
 def _topology(
@@ -197,12 +208,15 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
                 latencies.append(t1 - t0)
 
     cpu: list[float | None] = []
+    loop_cpu: list[float | None] = []
 
     async def window() -> None:
         await asyncio.sleep(measure_from - pc())
         cpu.append(process_cpu_seconds(pid))
+        loop_cpu.append(main_thread_cpu_seconds(pid))
         await asyncio.sleep(stop - pc())
         cpu.append(process_cpu_seconds(pid))
+        loop_cpu.append(main_thread_cpu_seconds(pid))
 
     try:
         workers = max(1, spec.in_flight // spec.flood_batch)
@@ -212,12 +226,20 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     share = None
     if len(cpu) == 2 and cpu[0] is not None and cpu[1] is not None:
         share = round((cpu[1] - cpu[0]) / spec.duration, 3)
-    latencies.sort()
+    split = None
     ok = statuses.get(200, 0)
+    if share is not None and ok and len(loop_cpu) == 2 and None not in loop_cpu:
+        loop_s = cast(float, loop_cpu[1]) - cast(float, loop_cpu[0])
+        split = {
+            "event_loop": round(1e6 * loop_s / ok, 1),
+            "other_threads": round(1e6 * (share * spec.duration - loop_s) / ok, 1),
+        }
+    latencies.sort()
     return {
         "throughput": ok / spec.duration,
         "answered_per_s": sum(statuses.values()) / spec.duration,
         "engine_cpu_share": share,
+        "cpu_us_per_placement_by_thread": split,
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
         "latency_ms": {
             "p50": 1e3 * latencies[len(latencies) // 2] if latencies else None,
@@ -226,37 +248,45 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     }
 
 
-KINDS = ("serve", "gw1", "gw2", "engine")
-
-
 def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     rounds: list[dict[str, Any]] = []
     for number in range(spec.rounds):
         this: dict[str, Any] = {}
-        order = KINDS if number % 2 == 0 else tuple(reversed(KINDS))
+        kinds = spec.kinds
+        order = kinds if number % 2 == 0 else tuple(reversed(kinds))
         for kind in order:
             this[kind] = (
                 engine_ceiling(spec, work) if kind == "engine" else placements(kind, spec, work)
             )
-            log(f"  round {number + 1} {kind}: {this[kind]['throughput']:.0f}/s")
+            rate = this[kind]["throughput"]
+            share = this[kind].get("engine_cpu_share")
+            core = f" ({rate / share:.0f} per engine-core second)" if share else ""
+            log(f"  round {number + 1} {kind}: {rate:.0f}/s{core}")
         rounds.append(this)
-    medians = {kind: statistics.median(r[kind]["throughput"] for r in rounds) for kind in KINDS}
+    kinds = spec.kinds
+    medians = {kind: statistics.median(r[kind]["throughput"] for r in rounds) for kind in kinds}
     per_core = {
         kind: statistics.median(
             r[kind]["throughput"] / r[kind]["engine_cpu_share"]
             for r in rounds
             if r[kind].get("engine_cpu_share")
         )
-        for kind in KINDS
+        for kind in kinds
         if any(r[kind].get("engine_cpu_share") for r in rounds)
     }
     cpu_us = {
         f"{kind} {name}": statistics.median(r[kind][name] for r in rounds)
-        for kind in KINDS
+        for kind in kinds
         for name in rounds[0][kind]
         if name.endswith("_cpu_us_per_placement")
     }
+    for kind in kinds:  # the engine flood's CPU per placement, event loop and other threads
+        splits = [r[kind].get("cpu_us_per_placement_by_thread") for r in rounds]
+        for part in ("event_loop", "other_threads"):
+            values = [split[part] for split in splits if split]
+            if values:
+                cpu_us[f"{kind} {part}"] = statistics.median(values)
     return {
         "spec": asdict(spec),
         "machine": machine(),
@@ -285,6 +315,13 @@ def main(argv: list[str] | None = None) -> None:
         default=GatewaySpec.batch_delay_ms,
         help="The gateways' --batch-delay-ms.",
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=KINDS,
+        default=None,
+        help="Measure only this topology (repeatable); engine: the engine process's ceiling.",
+    )
     parser.add_argument("--out", type=Path, default=None, help="Write the results as JSON.")
     parser.add_argument(
         "--latency",
@@ -299,6 +336,7 @@ def main(argv: list[str] | None = None) -> None:
         nats=args.nats,
         flood_batch=args.flood_batch,
         batch_delay_ms=args.batch_delay_ms,
+        kinds=tuple(args.only) if args.only else KINDS,
     )
     with tempfile.TemporaryDirectory(prefix="tradehall-bench-gw-work-") as work:
         if args.latency:

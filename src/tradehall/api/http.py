@@ -365,27 +365,6 @@ def failed_answer(
     return error_response(code, msg, status, headers)
 
 
-async def execute(
-    state: AppState,
-    spec: EndpointSpec,
-    params: Params,
-    now: int,
-    key: ApiKey | None,
-    scope: Scope,
-    receive: Receive,
-) -> bytes | Response:
-    """The part of an endpoint after admission, for a request admitted elsewhere (a
-    gateway): the handler, its answer or the catalogue's error."""
-    try:
-        if not spec.when_failed:
-            state.check_writable()
-        # The handler at once rather than through ``state.perform``: one coroutine less to
-        # start and resume for every command the engine process runs.
-        return encoded(await spec.handler(Call(state, params, now, key, scope, receive)))
-    except Exception as exc:
-        return failure_response(state, exc, scope)
-
-
 def endpoint(
     handler: Handler,
     *,

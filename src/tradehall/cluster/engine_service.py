@@ -4,8 +4,9 @@ render) and answers each message once its commands are committed; it hands gatew
 keys and tells them of every key change.
 
 Commands are de-duplicated by id: a resend (a gateway's retry after a lost answer, NATS
-redelivering after a restart) of an id seen in the last ``window`` commands gets the first
-answer (waiting for it if the first is still running), never a second application.
+redelivering after a restart) of an id seen in the last ``window`` commands (at least; see
+``RecentIds``) gets the first answer (waiting for it if the first is still running), never a
+second application.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import logging
 import os
 import types
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 from nats.aio.client import Client as Nats
@@ -31,7 +32,7 @@ from starlette.types import Message, Scope
 
 from tradehall.api.app import client_routes, wall_clock_ms
 from tradehall.api.errors import ApiError, error_response
-from tradehall.api.http import AppState, EndpointSpec, execute, failure_response, spec_of
+from tradehall.api.http import AppState, Call, EndpointSpec, encoded, failure_response, spec_of
 from tradehall.api.params import Params
 from tradehall.cluster.gateway_registry import GatewayRegistry
 from tradehall.cluster.link import Service, connect
@@ -44,6 +45,7 @@ from tradehall.cluster.protocol import (
     KeySet,
     MarketNote,
     Replies,
+    decode_answers,
     decode_commands,
     decode_report,
     encode,
@@ -55,10 +57,49 @@ from tradehall.store.batch import Batch
 log = logging.getLogger("tradehall.engine")
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 DEFAULT_WINDOW = 100_000
-"""Recent command ids kept for de-duplication (a few seconds of traffic at full load, far
-more than a gateway's retry takes)."""
+"""Recent command ids kept for de-duplication, at least (a few seconds of traffic at full
+load, far more than a gateway's retry takes)."""
+
+
+class RecentIds(Generic[V]):
+    """The last ``size`` ids at least (at most twice as many), each with a value, in two
+    generations of plain dicts: the newer takes every id; once it holds ``size`` it becomes
+    the older, and the previous older is dropped whole.
+
+    This replaced an OrderedDict trimmed by one id per insert: no linked node per id and no
+    eviction per insert (a command costs a lookup in each dict and an insert; the old ids
+    leave ``size`` at a time). Measured alone, the two cost about the same; what cost the
+    engine ~2 us per command was what the window kept, an answer per id (see ``_Work``)."""
+
+    __slots__ = ("_new", "_old", "size")
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.size = size
+        self._new: dict[str, V] = {}
+        self._old: dict[str, V] = {}
+
+    def get(self, key: str) -> V | None:
+        found = self._new.get(key)
+        return found if found is not None else self._old.get(key)
+
+    def add(self, key: str, value: V) -> None:
+        """Keep ``key`` (not kept yet) with ``value``."""
+        new = self._new
+        new[key] = value
+        if len(new) >= self.size:
+            self._old = new
+            self._new = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._new or key in self._old
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
 
 
 GC_YOUNG_THRESHOLD = 10_000
@@ -106,33 +147,52 @@ REPLY_MARGIN = 4096
 TOO_LARGE = 500
 
 
-_Running = tuple[asyncio.Future[list[Answered]], int]
+_Handler = Coroutine[Any, Any, Any]
+"""An endpoint handler's coroutine: its result is the answer's JSON (``encoded``)."""
 
 
 @dataclasses.dataclass(slots=True)
 class _Work:
     """A message's commands on their way: its answers (None until known), the handlers
-    still running (index, coroutine, what it waits for) and the resent ids (index, the
-    future of the message that first had the id, its place there)."""
+    still running (index, coroutine, what it waits for, the request's scope) and the resent
+    ids (index, the future of the message that first had the id, its place there).
 
-    msg: Msg
-    done: asyncio.Future[list[Answered]]
+    The de-duplication window maps each id the message applied to it. Once the message is
+    answered (``_settle``) it keeps only its ids and its reply: a resend of one of them is
+    answered from the reply. The answers are not kept one by one: under load that was two
+    objects per command (the answer and its body) alive for the whole window, each
+    allocated where memory had gone cold; the reply is one object, made anyway."""
+
+    msg: Msg | None
+    done: asyncio.Future[list[Answered]] | None
+    """Resolves to the answers once they are all known; None once answered."""
     slots: list[Answered | None]
-    waiting: list[tuple[int, Coroutine[Any, Any, bytes | Response], Any]] = dataclasses.field(
-        default_factory=list
-    )
+    waiting: list[tuple[int, _Handler, Any, Scope]] = dataclasses.field(default_factory=list)
     copies: list[tuple[int, asyncio.Future[list[Answered]], int]] = dataclasses.field(
         default_factory=list
     )
     ids: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     """The ids this message put in the window, with their places."""
+    reply: bytes = b""
+    """Once answered: every answer, encoded as a reply carries them (``decode_answers``)."""
+
+    def place(self, command_id: str) -> int:
+        """Where the command ``command_id`` (one this message put in the window) is."""
+        for known, index in self.ids:
+            if known == command_id:
+                return index
+        raise KeyError(command_id)
+
+    def answer(self, at: int) -> Answered:
+        """The answer at ``at``, once the message is answered."""
+        return decode_answers(self.reply)[at]
 
     def fail(self, state: AppState, exc: BaseException, count: int, unknown: Answered) -> None:
         """What is not answered yet of the message's ``count`` commands gets the error (a
         resend waiting on it included); a command whose handler had started (it may have
         been applied) gets ``unknown``, the outcome-unknown answer, not a plain error."""
         error = exc if isinstance(exc, Exception) else RuntimeError(type(exc).__name__)
-        started = {index for index, _, _ in self.waiting}
+        started = {index for index, _, _, _ in self.waiting}
         self.slots.extend([None] * (count - len(self.slots)))
         for index, slot in enumerate(self.slots):
             if slot is None:
@@ -148,6 +208,18 @@ def _go_on(coro: Coroutine[Any, Any, T], step: Any) -> Generator[Any, None, T]:
     yield step
     result: T = yield from coro.__await__()
     return result
+
+
+def _shared_blocker(waiting: list[tuple[int, _Handler, Any, Scope]]) -> asyncio.Future[Any] | None:
+    """The one future every started handler of a message waits for (the commit: the usual
+    case), or None (some wait for something else)."""
+    first = waiting[0][2]
+    if not isinstance(first, asyncio.Future):
+        return None
+    for _, _, step, _ in waiting:
+        if step is not first:
+            return None
+    return cast(asyncio.Future[Any], first)
 
 
 def _answer_of(first: asyncio.Future[list[Answered]], at: int) -> Answered:
@@ -198,9 +270,9 @@ class EngineService(Service):
         self.table = endpoint_table(client_routes())
         self.nc: Nats | None = None
         self._commands: Subscription | None = None
-        self._answers: OrderedDict[str, Answered | _Running] = OrderedDict()
-        """Recent command ids: their answer, or while it is not known, the future of their
-        message's answers and their place in it."""
+        self._answers: RecentIds[_Work] = RecentIds(window)
+        """Recent command ids, each with the message that first had it (its answer is known
+        once the message's is)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self.epoch = os.urandom(8).hex()
         """This engine run, in every reply and market note."""
@@ -210,6 +282,9 @@ class EngineService(Service):
         self._watcher: asyncio.Task[None] | None = None
         self.gateways = GatewayRegistry()
         """The gateways heard from lately (the operator's view)."""
+        self._open: set[asyncio.Future[list[Answered]]] = set()
+        """Messages whose handlers wait for their commit (resumed by a callback, no task)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.executed = 0
         self.duplicates = 0
 
@@ -217,6 +292,7 @@ class EngineService(Service):
 
     async def start(self) -> None:
         tune_gc()
+        self._loop = asyncio.get_running_loop()
         self.nc = await connect(self.url, "tradehall-engine")
         # Unbounded pending: a burst must queue here rather than be dropped by the client.
         self._commands = await self.nc.subscribe(
@@ -246,8 +322,8 @@ class EngineService(Service):
             with contextlib.suppress(Exception):
                 # Those already received are still sorted (nats-py leaves drain unannotated).
                 await self._commands.drain()  # type: ignore[no-untyped-call]
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
+        if self._tasks or self._open:
+            await asyncio.wait([*self._tasks, *self._open], timeout=10)
         if self._on_commit in self.state.committer.listeners:
             self.state.committer.listeners.remove(self._on_commit)
         self._announce_reset()
@@ -256,9 +332,18 @@ class EngineService(Service):
             await nc.drain()
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        task = (self._loop or asyncio.get_running_loop()).create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _run_inline(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` here, at once; if it has to wait (rare: a publish into a full
+        buffer), a task carries it on."""
+        try:
+            step = coro.send(None)
+        except StopIteration:
+            return
+        self._spawn(_go_on(coro, step))
 
     # ------------------------------------------------------------- commands
 
@@ -266,27 +351,50 @@ class EngineService(Service):
         """NATS hands messages to this callback one at a time, and each command of a message
         is started here, in order, before the next message: so commands are applied in
         arrival order. A command's handler runs inline up to its first wait (for most, the
-        commit: every command of the message shares it); then one task per message waits,
-        finishes the handlers and answers them all."""
+        commit: every command of the message shares it). When they all wait for the same
+        commit, a callback on it finishes the handlers and answers them all (no task, no
+        ``asyncio.wait``: this runs for every message); otherwise one task per message
+        waits for what they wait for (and for the first answers of resent ids)."""
         try:
             batch = decode_commands(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.warning("dropped an undecodable command: %s", exc)
             return
-        done: asyncio.Future[list[Answered]] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[list[Answered]] = (
+            self._loop or asyncio.get_running_loop()
+        ).create_future()
         work = _Work(msg, done, [])
         try:
             self._begin_all(batch, work)
         except BaseException as exc:
             self._give_up(work, exc, len(batch.commands))
             raise
+        if work.waiting and not work.copies:
+            blocker = _shared_blocker(work.waiting)
+            if blocker is not None:
+                self._open.add(done)
+                blocker.add_done_callback(functools.partial(self._committed, work))
+                return
         if work.waiting or work.copies:
             self._spawn(self._finish(work))
         else:
-            await self._answer(msg, self._settle(work))
+            await self._reply(work)
+
+    def _committed(self, work: _Work, _: asyncio.Future[Any]) -> None:
+        """The commit every started handler of ``work`` waited for is done: each goes on (to
+        its answer, or to another wait: then a task finishes the message)."""
+        try:
+            rest = self._step_all(work)
+        except BaseException as exc:
+            self._give_up(work, exc, len(work.slots))
+            raise
+        if rest:
+            self._spawn(self._finish_rest(work, rest))
+        else:
+            self._run_inline(self._reply(work))
 
     def _begin_all(self, batch: Commands, work: _Work) -> None:
-        slots, waiting, ids, done = work.slots, work.waiting, work.ids, work.done
+        slots, waiting, ids = work.slots, work.waiting, work.ids
         answers = self._answers
         stale = batch.attempt > 1 and batch.first_sent < self.started
         for index, fwd in enumerate(batch.commands):
@@ -294,47 +402,69 @@ class EngineService(Service):
             known = answers.get(command_id)
             if known is not None:
                 self.duplicates += 1
-                if type(known) is Answered:
-                    slots.append(known)
+                at = known.place(command_id)
+                if known.done is None:  # answered
+                    slots.append(known.answer(at))
                 else:
-                    work.copies.append((index, *cast(_Running, known)))
+                    work.copies.append((index, known.done, at))
                     slots.append(None)
                 continue
             if stale:
                 slots.append(self._outcome_unknown())
                 continue
-            answers[command_id] = (done, index)
+            answers.add(command_id, work)
             ids.append((command_id, index))
-            if len(answers) > self.window:
-                answers.popitem(last=False)
             started = self.begin(fwd)
-            if isinstance(started, Response):
-                slots.append(answered(started))
+            if type(started) is Answered:
+                slots.append(started)
                 continue
+            handler, scope = cast(tuple[_Handler, Scope], started)
             try:
-                step = started.send(None)
+                step = handler.send(None)
             except StopIteration as stop:
-                slots.append(answered(stop.value))
+                slots.append(self._rendered(stop.value, scope))
+                continue
+            except Exception as exc:
+                slots.append(answered(failure_response(self.state, exc, scope)))
                 continue
             if isinstance(step, asyncio.Future):
                 # What a task does with a future it is handed: the next command may await
                 # the same one (the commit), which asyncio refuses while the flag is set.
                 step._asyncio_future_blocking = False
             slots.append(None)
-            waiting.append((index, started, step))
+            waiting.append((index, handler, step, scope))
         self.executed += len(ids)
 
+    def _rendered(self, result: Any, scope: Scope) -> Answered:
+        """A handler's result as its answer (what ``endpoint`` makes of it in ``serve``)."""
+        try:
+            return Answered(200, encoded(result))
+        except Exception as exc:
+            return answered(failure_response(self.state, exc, scope))
+
     def _settle(self, work: _Work) -> list[Answered]:
-        """The message's answers are all known: resends waiting get them, and the window
-        keeps the answers themselves (not the future: less for the garbage collector)."""
+        """The message's answers are all known: resends waiting get them, and the message
+        keeps its reply and drops the rest (see ``_Work``)."""
         slots = cast(list[Answered], work.slots)
-        if not work.done.done():
-            work.done.set_result(slots)
-        answers = self._answers
-        for command_id, index in work.ids:
-            if command_id in answers:
-                answers[command_id] = slots[index]
+        done = work.done
+        if done is not None:
+            if not done.done():
+                done.set_result(slots)
+            self._open.discard(done)
+        if self.state.exchange.failure is not None and not self._reset_sent:
+            self._announce_reset()  # gateways stop serving what this engine showed before
+        work.reply = encode(Replies(slots, self.epoch, self.notes))
+        work.done = None
+        work.slots = []
+        work.waiting = []
+        work.copies = []
         return slots
+
+    def _reply(self, work: _Work) -> Coroutine[Any, Any, None]:
+        """Settle ``work`` now; the coroutine sends its reply."""
+        answers = self._settle(work)
+        msg, work.msg = work.msg, None
+        return self._answer(msg, answers, work.reply)
 
     def _outcome_unknown(
         self, why: str = "the engine restarted while this request was in flight"
@@ -363,42 +493,75 @@ class EngineService(Service):
         except BaseException as exc:
             self._give_up(work, exc, len(work.slots))
             raise
-        await self._answer(work.msg, self._settle(work))
+        await self._reply(work)
 
     def _give_up(self, work: _Work, exc: BaseException, count: int) -> None:
         """Something no handler catches (cancellation at shutdown): every command of the
         message still gets an answer, and the window holds one for each of its ids."""
         unknown = self._outcome_unknown("the engine stopped working on this request")
         work.fail(self.state, exc, count, unknown)
-        self._spawn(self._answer(work.msg, self._settle(work)))
+        self._spawn(self._reply(work))
 
     async def _resume(self, work: _Work) -> None:
         """Wait for what the started handlers wait for (without ever cancelling it: the
         commit's future is shared), then run each on, in order; one that waits again (a
         store read) goes on in a task of its own."""
         blockers = {
-            id(step): step for _, _, step in work.waiting if isinstance(step, asyncio.Future)
+            id(step): step for _, _, step, _ in work.waiting if isinstance(step, asyncio.Future)
         }
         if blockers:
             await asyncio.wait(blockers.values())
-        rest: list[tuple[int, asyncio.Task[bytes | Response]]] = []
-        loop = asyncio.get_running_loop()
-        for index, coro, step in work.waiting:
+        rest = self._step_all(work)
+        if rest:
+            await self._rest(work, rest)
+
+    def _step_all(self, work: _Work) -> list[tuple[int, asyncio.Task[Any], Scope]]:
+        """Run on each started handler whose future is done, in order, to its answer; those
+        that wait again (or waited for something else) go on in tasks of their own, which
+        this returns."""
+        rest: list[tuple[int, asyncio.Task[Any], Scope]] = []
+        slots = work.slots
+        for index, handler, step, scope in work.waiting:
             if isinstance(step, asyncio.Future):
                 try:
-                    step = coro.send(None)
+                    step = handler.send(None)
                 except StopIteration as stop:
-                    work.slots[index] = answered(stop.value)
+                    slots[index] = self._rendered(stop.value, scope)
                     continue
-            rest.append((index, loop.create_task(_go_on(coro, step))))
-        if rest:
-            await asyncio.wait([task for _, task in rest])
-            for index, task in rest:
-                work.slots[index] = answered(task.result())
+                except Exception as exc:
+                    slots[index] = answered(failure_response(self.state, exc, scope))
+                    continue
+            task = (self._loop or asyncio.get_running_loop()).create_task(_go_on(handler, step))
+            rest.append((index, task, scope))
+        return rest
 
-    def begin(self, fwd: Forwarded) -> Coroutine[Any, Any, bytes | Response] | Response:
+    async def _rest(self, work: _Work, rest: list[tuple[int, asyncio.Task[Any], Scope]]) -> None:
+        await asyncio.wait([task for _, task, _ in rest])
+        for index, task, scope in rest:
+            try:
+                result = task.result()
+            except Exception as exc:
+                work.slots[index] = answered(failure_response(self.state, exc, scope))
+            else:
+                work.slots[index] = self._rendered(result, scope)
+
+    async def _finish_rest(
+        self, work: _Work, rest: list[tuple[int, asyncio.Task[Any], Scope]]
+    ) -> None:
+        """What ``_committed`` left: handlers waiting again (a store read), then the answer."""
+        try:
+            await self._rest(work, rest)
+        except BaseException as exc:
+            self._give_up(work, exc, len(work.slots))
+            raise
+        await self._reply(work)
+
+    def begin(self, fwd: Forwarded) -> tuple[_Handler, Scope] | Answered:
         """One forwarded request, as the endpoint would answer it in one process: its
-        handler's coroutine (not started), or the refusal."""
+        handler's coroutine (not started) with the request's scope, or the refusal. The
+        engine runs the handler itself, with what ``endpoint`` does after admission around
+        it (``_rendered``, ``failure_response``): a coroutine less to start and resume for
+        every command."""
         scope: Scope = {
             "type": "http",
             "method": fwd.method,
@@ -410,7 +573,7 @@ class EngineService(Service):
         spec = self.table.get((fwd.method, fwd.path))
         if spec is None:
             error = ApiError(Code.UNSUPPORTED, f"unknown path {fwd.path}", status=404)
-            return failure_response(self.state, error, scope)
+            return answered(failure_response(self.state, error, scope))
         key: ApiKey | None = None
         if spec.signed:
             # Checked again here, against the keys of record: a key revoked a moment ago on
@@ -418,21 +581,27 @@ class EngineService(Service):
             key = self.state.exchange.keys.get(fwd.api_key or "")
             if key is None or key.row.revoked is not None:
                 error = ApiError(Code.BAD_KEY, "invalid API key", 401)
-                return failure_response(self.state, error, scope)
+                return answered(failure_response(self.state, error, scope))
             if spec.trade and key.row.read_only:
                 error = ApiError(Code.BAD_KEY, "this API key has no trade permission", 403)
-                return failure_response(self.state, error, scope)
-        params = Params(fwd.params)
-        return execute(self.state, spec, params, self.state.clock(), key, scope, _no_body)
+                return answered(failure_response(self.state, error, scope))
+        state = self.state
+        if not spec.when_failed:
+            try:
+                state.check_writable()
+            except Exception as exc:
+                return answered(failure_response(state, exc, scope))
+        call = Call(state, Params(fwd.params), state.clock(), key, scope, _no_body)
+        return cast(_Handler, spec.handler(call)), scope  # every handler is a coroutine function
 
-    async def _answer(self, msg: Msg, answers: list[Answered]) -> None:
-        if self.state.exchange.failure is not None and not self._reset_sent:
-            self._announce_reset()  # gateways stop serving what this engine showed before
-        data = encode(Replies(answers, self.epoch, self.notes))
+    async def _answer(self, msg: Msg | None, answers: list[Answered], data: bytes) -> None:
+        """Send ``data``, ``answers`` encoded in a ``Replies``, as the reply to ``msg``
+        (fitted to NATS's maximum message size)."""
         limit = self._max_payload()
         if len(data) > limit:
             data = encode(Replies(_fit(answers, limit), self.epoch, self.notes))
-        await self._respond(msg, data)
+        if msg is not None:
+            await self._respond(msg, data)
 
     def _max_payload(self) -> int:
         nc = self.nc

@@ -6,13 +6,19 @@ from pathlib import Path
 from typing import Any
 
 TARGETS_DOC = {
-    "engine": "engine with full accounting >= 400k commands/s on one core",
+    "engine": "engine with full accounting >= 25 % of the bare book's rate in the same run",
     "place_ratio": "signed LIMIT placement wire to wire >= 40 % of the floor's POST throughput",
     "p99_at_80": "p99 <= 10 ms at 80 % of the maximum rate",
     "depth_ratio": "public depth >= 60 % of the floor's GET throughput",
     "recovery": "recovery >= 200k open orders per second",
     "memory": "memory <= 1 KiB per resting order",
 }
+
+
+ENGINE_SHARE_TARGET = 0.25
+"""Issue 18's decision: the engine stays interpreted Python, and its target is a ratio to the
+bare book in the same run (25 %; it was 400,000 commands/s, 40 % of that book on the machine
+kind it was set for)."""
 
 
 def _get(d: Any, *path: Any) -> Any:
@@ -43,12 +49,11 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
     share = _get(results, "engine", "bare_book", "engine_share")
     row(
         "engine",
-        "Engine, full accounting, one core (throughput pass)",
-        ">= 400,000 commands/s",
-        cps,
-        cps is not None and cps >= 400_000,
-        (f"{cps:,.0f} commands/s" if cps else "")
-        + (f" ({share:.1%} of a bare book's rate here; the target is 40 %)" if share else ""),
+        "Engine, full accounting, one core (throughput pass) / bare book, same run",
+        f">= {ENGINE_SHARE_TARGET:.0%}",
+        share,
+        share is not None and share >= ENGINE_SHARE_TARGET,
+        (f"{share:.1%}" if share else "") + (f" ({cps:,.0f} commands/s)" if cps else ""),
     )
     ratios = _get(results, "wire", "ratios_to_floor") or {}
     place = ratios.get("place")
@@ -175,8 +180,8 @@ def _bare_md(bare: dict[str, Any] | None) -> list[str]:
         f" `bench/bare_book.py`): {bare['commands_per_s']:,.0f} commands/s"
         f" ({_fmt(bare.get('commands_per_cpu_s'))} per CPU-second; same final book as the"
         f" engine: {bare['same_book_as_engine']}). The engine runs at"
-        f" **{bare['engine_share']:.1%}** of it; the target, 400,000 commands/s, is 40 % of the"
-        " ~1,000,000 such a book reaches on the machine kind it was set for."
+        f" **{bare['engine_share']:.1%}** of it; the target is {ENGINE_SHARE_TARGET:.0%}"
+        " (issue 18: an interpreted engine, judged against the bare book in the same run)."
     ]
 
 

@@ -166,7 +166,7 @@ class Engine:
             if cmd.dry_run:
                 return None
             if not self.margin.accounts:
-                return self.spot.place(cmd, pair, hold)
+                return self.spot.place(cmd, pair, hold, balance)
             start = len(self.spot.events)
             state = self.spot.place(cmd, pair, hold)
             self._after_trades(start, cmd.ts)

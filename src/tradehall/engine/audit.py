@@ -112,9 +112,7 @@ def books_sound(engine: Engine) -> list[str]:
                     held_asset = pair.quote if order.side == BUY else pair.base
                     record = engine.ledger.balances.get((order.account, held_asset))
                     if order.balance is not None and order.balance is not record:
-                        problems.append(
-                            f"{symbol}: order {order.id} keeps a stale balance record"
-                        )
+                        problems.append(f"{symbol}: order {order.id} keeps a stale balance record")
         if seen != len(book.orders):
             problems.append(f"{symbol}: {len(book.orders)} orders indexed, {seen} on levels")
     return problems

@@ -12,7 +12,7 @@ the resting order is cancelled and matching continues with the next order.
 from __future__ import annotations
 
 from tradehall.codes import Code, Reject
-from tradehall.engine.book import OrderBook
+from tradehall.engine.book import Level, OrderBook
 from tradehall.engine.commands import PlaceOrder
 from tradehall.engine.events import BalanceChanged, Event, OrderChanged, Trade, TradeExecuted
 from tradehall.engine.ledger import MAX_BALANCE, Ledger
@@ -280,7 +280,7 @@ class SpotMarkets:
                     affordable -= qty
                 else:
                     qty = min(available, taker.qty - taker.filled)
-                self._execute(pair, book, taker, maker, qty)
+                self._execute(pair, book, level, taker, maker, qty)
                 if by_budget:
                     if affordable == 0:
                         break  # re-check the budget (and stop) before touching more orders
@@ -289,8 +289,9 @@ class SpotMarkets:
                 maker = following
 
     def _execute(
-        self, pair: PairSpec, book: OrderBook, taker: Order, maker: Order, qty: int
+        self, pair: PairSpec, book: OrderBook, level: Level, taker: Order, maker: Order, qty: int
     ) -> None:
+        """One fill of ``maker`` (resting in ``level``) by ``taker``."""
         price = maker.price
         quote = price * qty * pair.quote_per_tick_lot
         base = qty * pair.base_per_lot
@@ -364,7 +365,7 @@ class SpotMarkets:
             order.filled += qty
             order.filled_quote += quote
             order.updated = taker.time
-        (book.bids if maker.side == BUY else book.asks).levels[price].total -= qty
+        level.total -= qty
         if maker.filled == maker.qty:
             maker.status = FILLED
             book.remove(maker)

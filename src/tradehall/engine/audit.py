@@ -104,10 +104,15 @@ def books_sound(engine: Engine) -> list[str]:
                             f"{symbol}: order {order.id} holds {order.held},"
                             f" expected {expected_hold}"
                         )
-                    if engine.spot.by_account.get(order.account, {}).get(order.id) is not order:
+                    index = engine.spot.by_account.get(order.account, {})
+                    if index.get(order.id) is not order or order.open_orders is not index:
                         problems.append(
                             f"{symbol}: order {order.id} missing from its account index"
                         )
+                    held_asset = pair.quote if order.side == BUY else pair.base
+                    record = engine.ledger.balances.get((order.account, held_asset))
+                    if order.balance is not None and order.balance is not record:
+                        problems.append(f"{symbol}: order {order.id} keeps a stale balance record")
         if seen != len(book.orders):
             problems.append(f"{symbol}: {len(book.orders)} orders indexed, {seen} on levels")
     return problems

@@ -30,12 +30,14 @@ class Order:
 
     __slots__ = (
         "account",
+        "balance",
         "client_id",
         "filled",
         "filled_quote",
         "held",
         "id",
         "next",
+        "open_orders",
         "prev",
         "price",
         "qty",
@@ -87,6 +89,11 @@ class Order:
         self.status: str = NEW
         self.prev: Order | None = None
         self.next: Order | None = None
+        self.balance: list[int] | None = None
+        """Spot: the [free, locked] ledger record of what the order holds, once it holds
+        (records are never replaced, so it saves the lookup when the order ends)."""
+        self.open_orders: dict[int, Order] | None = None
+        """Spot: the account's open-order index the order sits in while it rests."""
 
     @property
     def remaining(self) -> int:

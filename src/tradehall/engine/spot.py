@@ -12,7 +12,7 @@ the resting order is cancelled and matching continues with the next order.
 from __future__ import annotations
 
 from tradehall.codes import Code, Reject
-from tradehall.engine.book import OrderBook
+from tradehall.engine.book import Level, OrderBook
 from tradehall.engine.commands import PlaceOrder
 from tradehall.engine.events import BalanceChanged, Event, OrderChanged, Trade, TradeExecuted
 from tradehall.engine.ledger import MAX_BALANCE, Ledger
@@ -157,8 +157,11 @@ class SpotMarkets:
 
     # ----------------------------------------------------------------- placement
 
-    def place(self, cmd: PlaceOrder, pair: PairSpec, hold: Hold) -> OrderState:
-        """Place a validated, funded order: match it, then rest or end it."""
+    def place(
+        self, cmd: PlaceOrder, pair: PairSpec, hold: Hold, balance: list[int] | None = None
+    ) -> OrderState:
+        """Place a validated, funded order: match it, then rest or end it. ``balance`` is the
+        account's [free, locked] record of the held asset when the caller has it at hand."""
         order_id = self.next_order_id
         self.next_order_id = order_id + 1
         account = cmd.account
@@ -179,7 +182,15 @@ class SpotMarkets:
 
         asset, amount = hold
         order.held = amount
-        self.ledger.hold(account, asset, amount, order_id)
+        # Ledger.hold, inlined: every placement that gets this far holds.
+        if balance is None:
+            balance = self.ledger.balances[(account, asset)]
+        order.balance = balance
+        free = balance[0] = balance[0] - amount
+        locked = balance[1] = balance[1] + amount
+        self.events.append(
+            BalanceChanged(account, asset, -amount, amount, free, locked, "hold", order_id)
+        )
         if order.client_id:
             self.by_client_id[(account, order.symbol, order.client_id)] = order
         # Match only when the best opposite price is within reach: most orders rest at once.
@@ -196,9 +207,10 @@ class SpotMarkets:
             book.rest(order)
             open_orders = self.by_account.get(account)
             if open_orders is None:
-                self.by_account[account] = {order_id: order}
+                open_orders = self.by_account[account] = {order_id: order}
             else:
                 open_orders[order_id] = order
+            order.open_orders = open_orders
             return self._emit(order)
 
         if order.type == MARKET and side == BUY:
@@ -268,7 +280,7 @@ class SpotMarkets:
                     affordable -= qty
                 else:
                     qty = min(available, taker.qty - taker.filled)
-                self._execute(pair, book, taker, maker, qty)
+                self._execute(pair, book, level, taker, maker, qty)
                 if by_budget:
                     if affordable == 0:
                         break  # re-check the budget (and stop) before touching more orders
@@ -277,8 +289,9 @@ class SpotMarkets:
                 maker = following
 
     def _execute(
-        self, pair: PairSpec, book: OrderBook, taker: Order, maker: Order, qty: int
+        self, pair: PairSpec, book: OrderBook, level: Level, taker: Order, maker: Order, qty: int
     ) -> None:
+        """One fill of ``maker`` (resting in ``level``) by ``taker``."""
         price = maker.price
         quote = price * qty * pair.quote_per_tick_lot
         base = qty * pair.base_per_lot
@@ -306,7 +319,9 @@ class SpotMarkets:
         hold_used = buyer.price * qty * pair.quote_per_tick_lot if buyer.type == LIMIT else quote
         buyer.held -= hold_used
         account = buyer.account
-        bal = balances[(account, quote_asset)]
+        bal = buyer.balance  # the record of what the buyer holds: its quote
+        if bal is None:
+            bal = balances[(account, quote_asset)]
         bal[0] += hold_used - quote
         bal[1] -= hold_used
         events.append(
@@ -315,15 +330,32 @@ class SpotMarkets:
                 trade_id,
             )
         )  # fmt: skip
-        ledger.credit(account, base_asset, base - buyer_fee, "trade", trade_id)
+        # Ledger.credit, written out likewise (the record may not exist yet).
+        amount = base - buyer_fee
+        bal = balances.get((account, base_asset))
+        if bal is None:
+            bal = balances[(account, base_asset)] = [0, 0]
+        bal[0] += amount
+        events.append(
+            BalanceChanged(account, base_asset, amount, 0, bal[0], bal[1], "trade", trade_id)
+        )
         seller.held -= base
         account = seller.account
-        bal = balances[(account, base_asset)]
+        bal = seller.balance  # the record of what the seller holds: its base
+        if bal is None:
+            bal = balances[(account, base_asset)]
         bal[1] -= base
         events.append(
             BalanceChanged(account, base_asset, 0, -base, bal[0], bal[1], "trade", trade_id)
         )
-        ledger.credit(account, quote_asset, quote - seller_fee, "trade", trade_id)
+        amount = quote - seller_fee
+        bal = balances.get((account, quote_asset))
+        if bal is None:
+            bal = balances[(account, quote_asset)] = [0, 0]
+        bal[0] += amount
+        events.append(
+            BalanceChanged(account, quote_asset, amount, 0, bal[0], bal[1], "trade", trade_id)
+        )
         if buyer_fee:
             ledger.credit(FEE_ACCOUNT, base_asset, buyer_fee, "fee", trade_id)
         if seller_fee:
@@ -333,7 +365,7 @@ class SpotMarkets:
             order.filled += qty
             order.filled_quote += quote
             order.updated = taker.time
-        (book.bids if maker.side == BUY else book.asks).levels[price].total -= qty
+        level.total -= qty
         if maker.filled == maker.qty:
             maker.status = FILLED
             book.remove(maker)
@@ -373,27 +405,48 @@ class SpotMarkets:
 
     def _close(self, order: Order) -> None:
         """The order has ended: give back what it still holds and drop it from the indexes."""
-        if order.held:
+        held = order.held
+        account = order.account
+        if held:
             pair = self.pairs[order.symbol]
             asset = pair.quote if order.side == BUY else pair.base
-            self.ledger.release(order.account, asset, order.held, order.id)
+            # Ledger.release, inlined: every cancel and every ended order with a hold left.
+            bal = order.balance
+            if bal is None:
+                bal = self.ledger.balances[(account, asset)]
+            free = bal[0] = bal[0] + held
+            locked = bal[1] = bal[1] - held
+            self.events.append(
+                BalanceChanged(account, asset, held, -held, free, locked, "release", order.id)
+            )
             order.held = 0
-        orders = self.by_account.get(order.account)
-        if orders is not None and orders.pop(order.id, None) is not None and not orders:
-            del self.by_account[order.account]
+        # Only a resting order is in the account's index (place and restore keep it there).
+        orders = order.open_orders
+        if orders is not None:
+            order.open_orders = None
+            del orders[order.id]
+            if not orders:
+                del self.by_account[account]
         if order.client_id:
             key = (order.account, order.symbol, order.client_id)
             if self.by_client_id.get(key) is order:
                 del self.by_client_id[key]
 
     def _emit(self, order: Order) -> OrderState:
-        state = order.snapshot()
+        # Order.snapshot, inlined: every command that places or cancels emits at least once.
+        state = OrderState(
+            order.id, order.account, order.symbol, order.side, order.type, order.tif,
+            order.price, order.qty, order.quote_qty, order.filled, order.filled_quote,
+            order.held, order.status, order.client_id, order.time, order.updated,
+        )  # fmt: skip
         self.events.append(OrderChanged(state))
         return state
 
     def restore(self, order: Order) -> None:
         """Put a recovered open order back, in the order of its original arrival."""
         self.books[order.symbol].rest(order)
-        self.by_account.setdefault(order.account, {})[order.id] = order
+        open_orders = self.by_account.setdefault(order.account, {})
+        open_orders[order.id] = order
+        order.open_orders = open_orders
         if order.client_id:
             self.by_client_id[(order.account, order.symbol, order.client_id)] = order

@@ -19,7 +19,7 @@ import gc
 import logging
 import os
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import Callable, Coroutine, Generator, Iterable
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
@@ -666,22 +666,15 @@ class EngineService(Service):
 
     def _publish_now(self, subject: str, data: bytes) -> None:
         """Publish from a commit listener: nats-py's ``publish`` only queues the message for
-        its writer unless its buffer is full, so it is run here up to its first wait (no task
-        per commit, and the message is queued ahead of every reply this commit lets go);
-        only a publish that must wait for the buffer to drain goes on in a task."""
-        assert self.nc is not None
-        publish = self.nc.publish(subject, data)
-        try:
-            step = publish.send(None)
-        except StopIteration:
-            return
-        except Exception as exc:  # NATS is away: gateways resync when it is back
-            log.warning("could not publish %s: %s", subject, exc)
-            return
-        self._spawn(self._publish_rest(subject, _go_on(publish, step)))
+        its writer unless its buffer is full, so it runs here (``_run_inline``: no task per
+        commit, and the message is queued ahead of every reply this commit lets go)."""
+        self._run_inline(self._publish(subject, data))
 
-    async def _publish_rest(self, subject: str, rest: Awaitable[None]) -> None:
+    async def _publish(self, subject: str, data: bytes) -> None:
+        nc = self.nc
+        if nc is None:
+            return
         try:
-            await rest
-        except Exception as exc:
+            await nc.publish(subject, data)
+        except Exception as exc:  # NATS is away: gateways resync when it is back
             log.warning("could not publish %s: %s", subject, exc)

@@ -54,15 +54,21 @@ class Ledger:
             BalanceChanged(account, asset, d_free, d_locked, free, locked, reason, ref)
         )
 
-    def hold(self, account: int, asset: str, amount: int, ref: int) -> None:
+    def hold(
+        self, account: int, asset: str, amount: int, ref: int, bal: list[int] | None = None
+    ) -> list[int]:
         """Move ``amount`` from free to locked: ``change(account, asset, -amount, amount,
-        "hold", ref)`` for a caller that has checked free covers it (placements)."""
-        bal = self.balances[(account, asset)]
+        "hold", ref)`` for a caller that has checked free covers it (placements). ``bal`` is
+        the account's record of ``asset`` when the caller has it at hand; the record is
+        returned (records are never replaced: an order may keep it until it ends)."""
+        if bal is None:
+            bal = self.balances[(account, asset)]
         free = bal[0] = bal[0] - amount
         locked = bal[1] = bal[1] + amount
         self.events.append(
             BalanceChanged(account, asset, -amount, amount, free, locked, "hold", ref)
         )
+        return bal
 
     def credit(self, account: int, asset: str, amount: int, reason: str, ref: int) -> None:
         """Add ``amount`` to free: ``change(account, asset, amount, 0, reason, ref)`` for a
@@ -74,10 +80,14 @@ class Ledger:
         free = bal[0] = bal[0] + amount
         self.events.append(BalanceChanged(account, asset, amount, 0, free, bal[1], reason, ref))
 
-    def release(self, account: int, asset: str, amount: int, ref: int) -> None:
+    def release(
+        self, account: int, asset: str, amount: int, ref: int, bal: list[int] | None = None
+    ) -> None:
         """Move ``amount`` from locked back to free: ``change(account, asset, amount, -amount,
-        "release", ref)`` for an order giving back what it still holds."""
-        bal = self.balances[(account, asset)]
+        "release", ref)`` for an order giving back what it still holds (``bal``: the record,
+        when the caller kept it)."""
+        if bal is None:
+            bal = self.balances[(account, asset)]
         free = bal[0] = bal[0] + amount
         locked = bal[1] = bal[1] - amount
         self.events.append(

@@ -182,15 +182,7 @@ class SpotMarkets:
 
         asset, amount = hold
         order.held = amount
-        # Ledger.hold, inlined: every placement that gets this far holds.
-        if balance is None:
-            balance = self.ledger.balances[(account, asset)]
-        order.balance = balance
-        free = balance[0] = balance[0] - amount
-        locked = balance[1] = balance[1] + amount
-        self.events.append(
-            BalanceChanged(account, asset, -amount, amount, free, locked, "hold", order_id)
-        )
+        order.balance = self.ledger.hold(account, asset, amount, order_id, balance)
         if order.client_id:
             self.by_client_id[(account, order.symbol, order.client_id)] = order
         # Match only when the best opposite price is within reach: most orders rest at once.
@@ -330,15 +322,7 @@ class SpotMarkets:
                 trade_id,
             )
         )  # fmt: skip
-        # Ledger.credit, written out likewise (the record may not exist yet).
-        amount = base - buyer_fee
-        bal = balances.get((account, base_asset))
-        if bal is None:
-            bal = balances[(account, base_asset)] = [0, 0]
-        bal[0] += amount
-        events.append(
-            BalanceChanged(account, base_asset, amount, 0, bal[0], bal[1], "trade", trade_id)
-        )
+        ledger.credit(account, base_asset, base - buyer_fee, "trade", trade_id)
         seller.held -= base
         account = seller.account
         bal = seller.balance  # the record of what the seller holds: its base
@@ -348,14 +332,7 @@ class SpotMarkets:
         events.append(
             BalanceChanged(account, base_asset, 0, -base, bal[0], bal[1], "trade", trade_id)
         )
-        amount = quote - seller_fee
-        bal = balances.get((account, quote_asset))
-        if bal is None:
-            bal = balances[(account, quote_asset)] = [0, 0]
-        bal[0] += amount
-        events.append(
-            BalanceChanged(account, quote_asset, amount, 0, bal[0], bal[1], "trade", trade_id)
-        )
+        ledger.credit(account, quote_asset, quote - seller_fee, "trade", trade_id)
         if buyer_fee:
             ledger.credit(FEE_ACCOUNT, base_asset, buyer_fee, "fee", trade_id)
         if seller_fee:
@@ -410,15 +387,7 @@ class SpotMarkets:
         if held:
             pair = self.pairs[order.symbol]
             asset = pair.quote if order.side == BUY else pair.base
-            # Ledger.release, inlined: every cancel and every ended order with a hold left.
-            bal = order.balance
-            if bal is None:
-                bal = self.ledger.balances[(account, asset)]
-            free = bal[0] = bal[0] + held
-            locked = bal[1] = bal[1] - held
-            self.events.append(
-                BalanceChanged(account, asset, held, -held, free, locked, "release", order.id)
-            )
+            self.ledger.release(account, asset, held, order.id, order.balance)
             order.held = 0
         # Only a resting order is in the account's index (place and restore keep it there).
         orders = order.open_orders
@@ -433,12 +402,7 @@ class SpotMarkets:
                 del self.by_client_id[key]
 
     def _emit(self, order: Order) -> OrderState:
-        # Order.snapshot, inlined: every command that places or cancels emits at least once.
-        state = OrderState(
-            order.id, order.account, order.symbol, order.side, order.type, order.tif,
-            order.price, order.qty, order.quote_qty, order.filled, order.filled_quote,
-            order.held, order.status, order.client_id, order.time, order.updated,
-        )  # fmt: skip
+        state = order.snapshot()
         self.events.append(OrderChanged(state))
         return state
 

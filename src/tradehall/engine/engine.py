@@ -106,6 +106,8 @@ class Engine:
         self.markets = markets
         self.check_invariants = check_invariants
         """Debug mode: audit every invariant after every command (slow; for tests and triage)."""
+        self.fast_paths = True
+        """Off: every command takes the general paths (tests hold the fast ones equal)."""
         self._events: list[Event] = []
         self.ledger = Ledger(self._events)
         self.spot = SpotMarkets(markets.pairs, self.ledger, self._events)
@@ -156,6 +158,10 @@ class Engine:
     # ----------------------------------------------------------------- commands
 
     def _place(self, cmd: PlaceOrder) -> OrderState | None:
+        if self.fast_paths and cmd.account < MARGIN_ACCOUNT_BASE and not self.margin.accounts:
+            state = self.spot.rest_at_once(cmd)
+            if state is not None:
+                return state
         pair, hold = self.spot.validate(cmd)
         asset, amount = hold
         balance = self.ledger.balances.get((cmd.account, asset))
@@ -629,7 +635,8 @@ class Engine:
     # ----------------------------------------------------------------- recovery
 
     def restore_balance(self, account: int, asset: str, free: int, locked: int) -> None:
-        self.ledger.balances[(account, asset)] = [free, locked]
+        # In place: a record, once made, is never replaced (orders and fees keep them).
+        self.ledger.record(account, asset)[:] = (free, locked)
 
     def restore_transfer(self, tx_id: str, record: TransferRecord) -> None:
         self.transfers[tx_id] = record

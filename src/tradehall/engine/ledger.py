@@ -35,6 +35,15 @@ class Ledger:
         bal = self.balances.get((account, asset))
         return bal[0] if bal is not None else 0
 
+    def record(self, account: int, asset: str) -> list[int]:
+        """The account's [free, locked] record of ``asset``, made (zero) when it has none.
+        Records are never replaced, so a caller may keep one."""
+        key = (account, asset)
+        bal = self.balances.get(key)
+        if bal is None:
+            bal = self.balances[key] = [0, 0]
+        return bal
+
     def change(
         self, account: int, asset: str, d_free: int, d_locked: int, reason: str, ref: int
     ) -> None:

@@ -63,6 +63,8 @@ class SpotMarkets:
         self.next_trade_id = 1
         self.last_price: dict[str, int] = {}
         """symbol -> price (ticks) of its latest trade."""
+        self._fee_balances: dict[str, list[int]] = {}
+        """asset -> the fee account's [free, locked] record (see ``_fee_balance``)."""
 
     # ----------------------------------------------------------------- validation
 
@@ -156,6 +158,70 @@ class SpotMarkets:
                 raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {asset} balance")
 
     # ----------------------------------------------------------------- placement
+
+    def rest_at_once(self, cmd: PlaceOrder) -> OrderState | None:
+        """The most common placement in one step: a valid, funded LIMIT GTC order without a
+        client id that does not reach the opposite side rests at once. Returns None for any
+        other order, and for one that would be refused: ``validate`` and ``place`` then take
+        it. For the orders it takes, the result is what they give (events, reply, state;
+        held equal by a property test)."""
+        if cmd.type != LIMIT or cmd.tif != GTC or cmd.client_id or cmd.dry_run:
+            return None
+        pair = self.pairs.get(cmd.symbol)
+        if pair is None or not pair.trading:
+            return None
+        price = cmd.price
+        qty = cmd.qty
+        if price <= 0 or qty <= 0 or qty < pair.min_quantity:
+            return None
+        notional = price * qty * pair.quote_per_tick_lot
+        if notional > MAX_BALANCE or notional < pair.min_notional:
+            return None
+        book = self.books[pair.symbol]
+        side = cmd.side
+        if side == BUY:
+            keys = book.asks.keys
+            if keys and -keys[-1] <= price:
+                return None
+            asset = pair.quote
+            amount = notional
+        elif side == SELL:
+            keys = book.bids.keys
+            if keys and keys[-1] >= price:
+                return None
+            asset = pair.base
+            amount = qty * pair.base_per_lot
+            if amount > MAX_BALANCE:
+                return None
+        else:
+            return None
+        account = cmd.account
+        open_orders = self.by_account.get(account)
+        if open_orders is not None and len(open_orders) >= MAX_OPEN_ORDERS:
+            return None
+        balance = self.ledger.balances.get((account, asset))
+        if balance is None or balance[0] < amount:
+            return None
+
+        order_id = self.next_order_id
+        self.next_order_id = order_id + 1
+        order = Order(
+            order_id, account, pair.symbol, side, LIMIT, GTC, price, qty, 0, "", cmd.ts
+        )  # fmt: skip
+        order.held = amount
+        order.balance = self.ledger.hold(account, asset, amount, order_id, balance)
+        book.rest(order)
+        if open_orders is None:
+            open_orders = self.by_account[account] = {order_id: order}
+        else:
+            open_orders[order_id] = order
+        order.open_orders = open_orders
+        state = OrderState(
+            order_id, account, pair.symbol, side, LIMIT, GTC, price, qty, 0, 0, 0, amount, NEW,
+            "", cmd.ts, cmd.ts,
+        )  # fmt: skip
+        self.events.append(OrderChanged(state))
+        return state
 
     def place(
         self, cmd: PlaceOrder, pair: PairSpec, hold: Hold, balance: list[int] | None = None
@@ -296,9 +362,11 @@ class SpotMarkets:
             buyer_fee = base * pair.maker_fee // _FEE_SCALE
             seller_fee = quote * pair.taker_fee // _FEE_SCALE
         trade_id = self.next_trade_id
-        self.next_trade_id += 1
-        self.last_price[pair.symbol] = price
+        self.next_trade_id = trade_id + 1
+        symbol = pair.symbol
+        self.last_price[symbol] = price
         events = self.events
+        append = events.append
         ledger = self.ledger
         balances = ledger.balances
         base_asset = pair.base
@@ -314,11 +382,11 @@ class SpotMarkets:
         bal = buyer.balance  # the record of what the buyer holds: its quote
         if bal is None:
             bal = balances[(account, quote_asset)]
-        bal[0] += hold_used - quote
-        bal[1] -= hold_used
-        events.append(
+        free = bal[0] = bal[0] + hold_used - quote
+        locked = bal[1] = bal[1] - hold_used
+        append(
             BalanceChanged(
-                account, quote_asset, hold_used - quote, -hold_used, bal[0], bal[1], "trade",
+                account, quote_asset, hold_used - quote, -hold_used, free, locked, "trade",
                 trade_id,
             )
         )  # fmt: skip
@@ -328,33 +396,50 @@ class SpotMarkets:
         bal = seller.balance  # the record of what the seller holds: its base
         if bal is None:
             bal = balances[(account, base_asset)]
-        bal[1] -= base
-        events.append(
-            BalanceChanged(account, base_asset, 0, -base, bal[0], bal[1], "trade", trade_id)
-        )
+        locked = bal[1] = bal[1] - base
+        append(BalanceChanged(account, base_asset, 0, -base, bal[0], locked, "trade", trade_id))
         ledger.credit(account, quote_asset, quote - seller_fee, "trade", trade_id)
         if buyer_fee:
-            ledger.credit(FEE_ACCOUNT, base_asset, buyer_fee, "fee", trade_id)
+            bal = self._fee_balances.get(base_asset) or self._fee_balance(base_asset)
+            free = bal[0] = bal[0] + buyer_fee
+            append(
+                BalanceChanged(FEE_ACCOUNT, base_asset, buyer_fee, 0, free, bal[1], "fee", trade_id)
+            )
         if seller_fee:
-            ledger.credit(FEE_ACCOUNT, quote_asset, seller_fee, "fee", trade_id)
+            bal = self._fee_balances.get(quote_asset) or self._fee_balance(quote_asset)
+            free = bal[0] = bal[0] + seller_fee
+            append(
+                BalanceChanged(
+                    FEE_ACCOUNT, quote_asset, seller_fee, 0, free, bal[1], "fee", trade_id
+                )
+            )
 
-        for order in (taker, maker):
-            order.filled += qty
-            order.filled_quote += quote
-            order.updated = taker.time
+        ts = taker.time
+        taker.filled += qty
+        taker.filled_quote += quote
+        taker.updated = ts
+        maker.filled += qty
+        maker.filled_quote += quote
+        maker.updated = ts
         level.total -= qty
         if maker.filled == maker.qty:
             maker.status = FILLED
             book.remove(maker)
-            self._close(maker)
+            self._unindex(maker)  # a filled maker holds nothing more
         else:
             maker.status = PARTIALLY_FILLED
         self._emit(maker)
         trade = Trade(
-            trade_id, pair.symbol, price, qty, quote, taker.time, taker.side, buyer.id,
+            trade_id, symbol, price, qty, quote, ts, taker.side, buyer.id,
             seller.id, buyer.account, seller.account, buyer_fee, seller_fee,
         )  # fmt: skip
-        events.append(TradeExecuted(trade))
+        append(TradeExecuted(trade))
+
+    def _fee_balance(self, asset: str) -> list[int]:
+        """The exchange's [free, locked] record of ``asset``, kept once looked up (records
+        are never replaced); made when a fee is about to be credited to it."""
+        bal = self._fee_balances[asset] = self.ledger.record(FEE_ACCOUNT, asset)
+        return bal
 
     # ----------------------------------------------------------------- cancellation
 
@@ -389,13 +474,17 @@ class SpotMarkets:
             asset = pair.quote if order.side == BUY else pair.base
             self.ledger.release(account, asset, held, order.id, order.balance)
             order.held = 0
+        self._unindex(order)
+
+    def _unindex(self, order: Order) -> None:
+        """Drop an order that has ended from the account's open orders and the client ids."""
         # Only a resting order is in the account's index (place and restore keep it there).
         orders = order.open_orders
         if orders is not None:
             order.open_orders = None
             del orders[order.id]
             if not orders:
-                del self.by_account[account]
+                del self.by_account[order.account]
         if order.client_id:
             key = (order.account, order.symbol, order.client_id)
             if self.by_client_id.get(key) is order:

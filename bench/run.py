@@ -48,6 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g = p.add_argument_group("engine")
     g.add_argument("--engine-commands", type=int, help="commands measured (default 1,000,000)")
     g.add_argument("--engine-accounts", type=int, help="accounts (default 10,000)")
+    g.add_argument(
+        "--engine-rounds", type=int, help="alternated engine / bare-book passes (default 3)"
+    )
     g.add_argument("--profile-commands", type=int, help="commands under cProfile (200,000)")
     g = p.add_argument_group("wire")
     g.add_argument("--wire-accounts", type=int, help="accounts with keys (default 1,000)")
@@ -88,7 +91,9 @@ def specs(args: argparse.Namespace) -> dict[str, Any]:
     from bench.wire import WireSpec
 
     if args.quick:
-        engine = EngineSpec(commands=20_000, accounts=500, depth=1_000, profile_commands=5_000)
+        engine = EngineSpec(
+            commands=20_000, accounts=500, depth=1_000, profile_commands=5_000, rounds=2
+        )
         wire = WireSpec(
             accounts=20,
             closed_connections=16,
@@ -122,6 +127,7 @@ def specs(args: argparse.Namespace) -> dict[str, Any]:
             for k, v in {
                 "commands": args.engine_commands,
                 "accounts": args.engine_accounts,
+                "rounds": args.engine_rounds,
                 "profile_commands": args.profile_commands,
             }.items()
             if v is not None

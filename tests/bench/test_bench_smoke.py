@@ -68,6 +68,12 @@ def test_engine_section_is_sane(results: Results) -> None:
     assert outcomes.get("limit_gtc:NEW", 0) > 0
     assert outcomes.get("cancel:CANCELED", 0) > 0  # cancels name live orders
     assert e["deterministic_replay"]["latency_pass"] in (True, None)
+    assert e["deterministic_replay"]["throughput_pass"] in (True, None)
+    rounds = e["rounds"]
+    assert len(rounds) >= 2  # engine and bare book alternate
+    shares = [r["engine_share"] for r in rounds]
+    assert min(shares) <= e["bare_book"]["engine_share"] <= max(shares)  # their median
+    assert e["bare_book"]["same_book_as_engine"] is True
     assert e["profile"]["top_tottime"]
 
 

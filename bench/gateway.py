@@ -63,6 +63,10 @@ class GatewaySpec:
     warmup: float = 1.0
     connections: int = 64
     accounts: int = 200
+    """Each account may have 1,000 open orders on the pair: the placement floods only place,
+    so ``accounts`` x 1,000 must exceed what a round places (rate x (warmup + duration)), or
+    the rest is refused (-1015, "at most 1000 open orders per pair": counted apart from the
+    200s, and the first few shown)."""
     in_flight: int = 512
     """Commands the engine-ceiling flood keeps outstanding."""
     flood_batch: int = 32
@@ -173,6 +177,8 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     nc = await connect(spec.nats, "bench-flood")
     rng = random.Random(7)
     statuses: dict[int, int] = {}
+    refusals: list[str] = []
+    """The first answers other than 200, as the engine gave them."""
     latencies: list[float] = []
     pc = time.perf_counter
     start = pc()
@@ -205,6 +211,8 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
             if measure_from <= t1 <= stop:
                 for answer in decode_answers(msg.data):
                     statuses[answer.status] = statuses.get(answer.status, 0) + 1
+                    if answer.status != 200 and len(refusals) < 3:
+                        refusals.append(answer.body.decode(errors="replace")[:200])
                 latencies.append(t1 - t0)
 
     cpu: list[float | None] = []
@@ -241,11 +249,21 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
         "engine_cpu_share": share,
         "cpu_us_per_placement_by_thread": split,
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "refusals": refusals,
         "latency_ms": {
             "p50": 1e3 * latencies[len(latencies) // 2] if latencies else None,
             "p99": 1e3 * latencies[int(len(latencies) * 0.99)] if latencies else None,
         },
     }
+
+
+def _refused(result: dict[str, Any]) -> str:
+    """A warning when answers other than 200 were counted (say, the open-order cap reached)."""
+    others = {code: n for code, n in result.get("statuses", {}).items() if str(code) != "200"}
+    if not others:
+        return ""
+    sample = result.get("refusals") or [""]
+    return f"; not placed (HTTP status: answers): {others}, e.g. {sample[0]}"
 
 
 def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -262,7 +280,7 @@ def run(spec: GatewaySpec, work: Path, log: Callable[[str], None] = print) -> di
             rate = this[kind]["throughput"]
             share = this[kind].get("engine_cpu_share")
             core = f" ({rate / share:.0f} per engine-core second)" if share else ""
-            log(f"  round {number + 1} {kind}: {rate:.0f}/s{core}")
+            log(f"  round {number + 1} {kind}: {rate:.0f}/s{core}{_refused(this[kind])}")
         rounds.append(this)
     kinds = spec.kinds
     medians = {kind: statistics.median(r[kind]["throughput"] for r in rounds) for kind in kinds}

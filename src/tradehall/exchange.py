@@ -8,7 +8,6 @@ group committer, the offline CLI with ``commit_now``.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import secrets
 from dataclasses import dataclass
@@ -96,9 +95,7 @@ class Exchange:
             self.users[user.id] = user
         for stored in snap.keys:
             if SecretBox.is_sealed(stored.secret):
-                key = dataclasses.replace(
-                    stored, secret=self.secret_box.open(stored.secret, stored.api_key)
-                )
+                key = stored.with_secret(self.secret_box.open(stored.secret, stored.api_key))
             else:  # written before secrets were sealed: seal it now
                 key = stored
                 self.pending.keys[key.api_key] = self._sealed(key)
@@ -220,7 +217,7 @@ class Exchange:
 
     def _sealed(self, row: KeyRow) -> KeyRow:
         """The row as the store keeps it: the secret sealed, never in clear."""
-        return dataclasses.replace(row, secret=self.secret_box.seal(row.secret, row.api_key))
+        return row.with_secret(self.secret_box.seal(row.secret, row.api_key))
 
     def require_user(self, user_id: int) -> UserRow:
         user = self.users.get(user_id)

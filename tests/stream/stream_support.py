@@ -118,8 +118,10 @@ async def next_message(ws: ClientConnection, timeout: float = 5.0, *, pings: boo
         await send(ws, {"pong": message["ping"]})
 
 
-async def until(ws: ClientConnection, channel: str, timeout: float = 5.0, **match: Any) -> Any:
-    """The next frame on ``channel`` (with the given top-level fields)."""
+async def until(ws: ClientConnection, channel: str, timeout: float = 15.0, **match: Any) -> Any:
+    """The next frame on ``channel`` (with the given top-level fields). The wait is generous:
+    only a push that never comes should reach it (with 5 s, a market-stream test failed once
+    on a 2-core machine loaded by benchmarks, and never again in 15 reruns)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:

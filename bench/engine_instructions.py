@@ -8,11 +8,11 @@ engine change on a shared machine, where two wall-clock passes of the same tree 
 
 The command stream is part 1's (``bench/engine_bench.py``: built by a shadow engine, the same
 for every tree). Each tree's engine applies the seed and then the measured commands in a child
-Python under ``valgrind --tool=callgrind``, counting only inside the measured loop (``map`` over
-``Engine.apply``); a second child with no measured commands gives what the rest of that loop
-costs, subtracted. Fewer instructions do not buy a proportional wall-clock gain (the engine
-waits on memory: docs/performance.md), but a change that adds instructions is a loss, and the
-count does not move between runs.
+Python under ``valgrind --tool=callgrind``, counting only inside the measured loop: an
+``itertools.starmap`` over ``Engine.apply``, which nothing else in that process calls (its own
+cost, a few dozen instructions a command, is the same for every tree). Fewer instructions do
+not buy a proportional wall-clock gain (the engine waits on memory: docs/performance.md), but
+a change that adds instructions is a loss, and the count does not move between runs.
 
 Needs valgrind (Debian: ``apt-get install valgrind``).
 """
@@ -30,6 +30,7 @@ import sys
 import tempfile
 from collections import deque
 from dataclasses import asdict
+from itertools import starmap
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def child(stream_file: str, measured: int) -> None:
     engine = fresh_engine(load_config().markets, spec, seed)
     gc.collect()
     gc.freeze()
-    deque(map(engine.apply, cmds[:measured]), 0)
+    deque(starmap(engine.apply, zip(cmds[:measured], strict=True)), 0)
 
 
 def totals(callgrind_out: Path) -> dict[str, int]:
@@ -69,7 +70,7 @@ def count(src: Path, stream_file: Path, measured: int, cache: bool, work: Path) 
     out = work / f"callgrind.{os.getpid()}.{measured}.out"
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": f"{src}{os.pathsep}{REPO}"}
     cmd = [
-        "valgrind", "--tool=callgrind", "--toggle-collect=map_next",
+        "valgrind", "--tool=callgrind", "--toggle-collect=starmap_next",
         f"--callgrind-out-file={out}", *(CACHE_SIM if cache else ()),
         sys.executable, "-m", "bench.engine_instructions", "--child", str(stream_file),
         str(measured),
@@ -84,9 +85,10 @@ def count(src: Path, stream_file: Path, measured: int, cache: bool, work: Path) 
 
 
 def measure(src: Path, stream_file: Path, commands: int, cache: bool, work: Path) -> dict[str, Any]:
-    full = count(src, stream_file, commands, cache, work)
-    empty = count(src, stream_file, 0, cache, work)
-    per_command = {name: (full[name] - empty.get(name, 0)) / commands for name in full}
+    per_command = {
+        name: value / commands
+        for name, value in count(src, stream_file, commands, cache, work).items()
+    }
     figures: dict[str, Any] = {
         "src": str(src),
         "instructions_per_command": round(per_command["Ir"], 1),

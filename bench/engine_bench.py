@@ -443,15 +443,14 @@ def run(spec: EngineSpec, log: Any = print) -> dict[str, Any]:
     # Rounds alternate the engine and the bare book, so that both see the same machine (on a
     # shared one, a single pass of either moves by +-10 %); the figures are the medians.
     rounds: list[dict[str, Any]] = []
-    same_tp: bool | None = True
+    replays: list[bool | None] = []
     same_book = True
     first_id = Engine(markets).spot.next_order_id
     lot_cost = markets.pairs[SYMBOL].quote_per_tick_lot
     for number in range(spec.rounds):
         engine = fresh_engine(markets, spec, seed)
         tp = throughput_pass(engine, cmds)
-        same = _same_state(engine, shadow)
-        same_tp = None if same is None or same_tp is None else same_tp and same
+        replays.append(_same_state(engine, shadow))
         engine_live = set(engine.spot.books[SYMBOL].orders)
         del engine
         gc.collect()
@@ -464,6 +463,7 @@ def run(spec: EngineSpec, log: Any = print) -> dict[str, Any]:
             f" {bare['commands_per_s']:,.0f} (the engine does {share:.1%} of that)"
         )
         gc.collect()
+    same_tp = None if None in replays else all(replays)
     throughput = _median_pass([r["engine"] for r in rounds])
     bare = _median_pass([r["bare_book"] for r in rounds])
     bare["same_book_as_engine"] = same_book
@@ -501,8 +501,9 @@ def run(spec: EngineSpec, log: Any = print) -> dict[str, Any]:
 
 def _median_pass(passes: list[dict[str, Any]]) -> dict[str, Any]:
     """The pass with the median commands per CPU-second (per second when CPU time is missing)."""
-    key = "commands_per_cpu_s" if all(p.get("commands_per_cpu_s") for p in passes) else None
-    ranked = sorted(passes, key=lambda p: p[key or "commands_per_s"])
+    cpu = all(p.get("commands_per_cpu_s") for p in passes)
+    key = "commands_per_cpu_s" if cpu else "commands_per_s"
+    ranked = sorted(passes, key=lambda p: p[key])
     return dict(ranked[len(ranked) // 2])
 
 

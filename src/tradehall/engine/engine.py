@@ -291,16 +291,8 @@ class Engine:
 
     def _cancel(self, cmd: CancelOrder) -> OrderState:
         spot = self.spot
-        book = spot.books.get(cmd.symbol)
-        if book is None:
-            raise Reject(Code.BAD_SYMBOL, f"invalid symbol {cmd.symbol!r}")
-        if cmd.order_id is not None:
-            # SpotMarkets.find_open by id, written out: the usual cancel.
-            order = book.orders.get(cmd.order_id)
-            if order is not None and order.account != cmd.account:
-                order = None
-        else:
-            order = spot.find_open(cmd.account, cmd.symbol, None, cmd.client_id)
+        book = spot.book(cmd.symbol)
+        order = spot.find_open(cmd.account, cmd.symbol, cmd.order_id, cmd.client_id)
         if order is None:
             raise Reject(Code.NO_SUCH_ORDER, "no such open order")
         return spot.cancel_resting(book, order, cmd.ts)

@@ -49,14 +49,13 @@ class Ledger:
     ) -> None:
         """Apply one entry. Callers check sufficiency first; a negative result is a bug
         (except for a futures clearing account)."""
-        key = (account, asset)
-        bal = self.balances.get(key)
-        if bal is None:
-            bal = self.balances[key] = [0, 0]
+        bal = self.record(account, asset)
         free = bal[0] + d_free
         locked = bal[1] + d_locked
         if (free < 0 or locked < 0) and account > CLEARING_FLOOR:
-            raise AssertionError(f"negative balance {key}: free={free} locked={locked}")
+            raise AssertionError(
+                f"negative balance {(account, asset)}: free={free} locked={locked}"
+            )
         bal[0] = free
         bal[1] = locked
         self.events.append(
@@ -79,13 +78,20 @@ class Ledger:
         )
         return bal
 
-    def credit(self, account: int, asset: str, amount: int, reason: str, ref: int) -> None:
+    def credit(
+        self,
+        account: int,
+        asset: str,
+        amount: int,
+        reason: str,
+        ref: int,
+        bal: list[int] | None = None,
+    ) -> None:
         """Add ``amount`` to free: ``change(account, asset, amount, 0, reason, ref)`` for a
-        credit, which can never make a balance negative (a fill's proceeds, a fee)."""
-        key = (account, asset)
-        bal = self.balances.get(key)
+        credit, which can never make a balance negative (a fill's proceeds, a fee). ``bal``:
+        the account's record of ``asset``, when the caller keeps it."""
         if bal is None:
-            bal = self.balances[key] = [0, 0]
+            bal = self.record(account, asset)
         free = bal[0] = bal[0] + amount
         self.events.append(BalanceChanged(account, asset, amount, 0, free, bal[1], reason, ref))
 

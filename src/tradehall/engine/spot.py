@@ -216,12 +216,7 @@ class SpotMarkets:
         else:
             open_orders[order_id] = order
         order.open_orders = open_orders
-        state = OrderState(
-            order_id, account, pair.symbol, side, LIMIT, GTC, price, qty, 0, 0, 0, amount, NEW,
-            "", cmd.ts, cmd.ts,
-        )  # fmt: skip
-        self.events.append(OrderChanged(state))
-        return state
+        return self._emit(order)
 
     def place(
         self, cmd: PlaceOrder, pair: PairSpec, hold: Hold, balance: list[int] | None = None
@@ -367,8 +362,7 @@ class SpotMarkets:
         self.next_trade_id = trade_id + 1
         symbol = pair.symbol
         self.last_price[symbol] = price
-        events = self.events
-        append = events.append
+        append = self.events.append
         ledger = self.ledger
         balances = ledger.balances
         base_asset = pair.base
@@ -402,19 +396,11 @@ class SpotMarkets:
         append(BalanceChanged(account, base_asset, 0, -base, bal[0], locked, "trade", trade_id))
         ledger.credit(account, quote_asset, quote - seller_fee, "trade", trade_id)
         if buyer_fee:
-            bal = self._fee_balances.get(base_asset) or self._fee_balance(base_asset)
-            free = bal[0] = bal[0] + buyer_fee
-            append(
-                BalanceChanged(FEE_ACCOUNT, base_asset, buyer_fee, 0, free, bal[1], "fee", trade_id)
-            )
+            fee_bal = self._fee_balance(base_asset)
+            ledger.credit(FEE_ACCOUNT, base_asset, buyer_fee, "fee", trade_id, fee_bal)
         if seller_fee:
-            bal = self._fee_balances.get(quote_asset) or self._fee_balance(quote_asset)
-            free = bal[0] = bal[0] + seller_fee
-            append(
-                BalanceChanged(
-                    FEE_ACCOUNT, quote_asset, seller_fee, 0, free, bal[1], "fee", trade_id
-                )
-            )
+            fee_bal = self._fee_balance(quote_asset)
+            ledger.credit(FEE_ACCOUNT, quote_asset, seller_fee, "fee", trade_id, fee_bal)
 
         ts = taker.time
         taker.filled += qty
@@ -440,7 +426,9 @@ class SpotMarkets:
     def _fee_balance(self, asset: str) -> list[int]:
         """The exchange's [free, locked] record of ``asset``, kept once looked up (records
         are never replaced); made when a fee is about to be credited to it."""
-        bal = self._fee_balances[asset] = self.ledger.record(FEE_ACCOUNT, asset)
+        bal = self._fee_balances.get(asset)
+        if bal is None:
+            bal = self._fee_balances[asset] = self.ledger.record(FEE_ACCOUNT, asset)
         return bal
 
     # ----------------------------------------------------------------- cancellation

@@ -500,6 +500,18 @@ def test_unknown_symbol(env: Env, path: str, params: dict[str, str]) -> None:
     assert missing.json()["code"] == -1102
 
 
+@pytest.mark.parametrize("symbol", ["A" * 41, "A" * 64, "BTC/USDT", "BTC USDT"])
+def test_a_symbol_out_of_the_legal_range_is_refused_naming_the_range(env: Env, symbol: str) -> None:
+    response = env.public().request(
+        "GET", SPOT + "/ticker", params={"symbol": symbol}, signed=False
+    )
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": -1100,
+        "msg": "illegal characters in parameter 'symbol'; legal range is '[A-Za-z0-9_-]{1,40}'",
+    }
+
+
 def test_lower_case_symbol_accepted(env: Env, pair: tuple[Client, Client]) -> None:
     a, b = pair
     order = a.create_order("btcusdt", "SELL", "LIMIT", "0.01", price="30000")

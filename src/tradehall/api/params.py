@@ -61,7 +61,12 @@ class Params:
         if value is None:
             return None
         if not SYMBOL.fullmatch(value):
-            raise ApiError(Code.ILLEGAL_CHARS, f"illegal characters in parameter '{name}'")
+            # The family's wording (after Binance's): a name too long is out of the legal
+            # range too, so the message says what that range is.
+            raise ApiError(
+                Code.ILLEGAL_CHARS,
+                f"illegal characters in parameter '{name}'; legal range is '{SYMBOL.pattern}'",
+            )
         return value.upper()
 
     def choice(

@@ -188,6 +188,20 @@ def test_hand_signed_get_with_query_string(env: Env) -> None:
     env.audit()
 
 
+@pytest.mark.parametrize("sent", ["/account", "/account?"])
+def test_an_empty_query_may_be_signed_with_its_question_mark(env: Env, sent: str) -> None:
+    # Clients that always write "?" before the query sign "/sapi/v1/account?" for no query.
+    key = Key(env, {"USDT": "10000"})
+    for sign_path in ("/sapi/v1/account", "/sapi/v1/account?"):
+        response = get_raw(env, sent, headers_for(key, env.clock(), "GET", sign_path))
+        assert response.status_code == 200, response.text
+    # Only an empty query: "?" and anything more is still part of what must be signed.
+    headers = headers_for(key, env.clock(), "GET", "/sapi/v1/openOrders?")
+    assert_error(get_raw(env, "/openOrders?symbol=BTCUSDT", headers), 401, -1022)
+    headers = headers_for(key, env.clock(), "GET", "/sapi/v1/account??")
+    assert_error(get_raw(env, sent, headers), 401, -1022)
+
+
 def test_signing_module_for_a_registered_key(env: Env) -> None:
     key = Key(env, {"USDT": "10000"})
     ts = str(env.clock())

@@ -246,6 +246,7 @@ def test_bad_input_gets_one_error_frame_and_the_connection_stays_usable(
             await send(ws, message)
             error = await next_message(ws)
             assert error["code"] == code and isinstance(error["msg"], str) and error["msg"]
+            assert error["event_rep"] == "error"  # also when the message names no channel
             assert (await subscribe(ws, "market_btcusdt_ticker"))["status"] == "ok"
         finally:
             await ws.close()

@@ -26,7 +26,9 @@ def gzip_json(message: Any) -> bytes:
 
 
 def error_frame(code: Code, msg: str, **extra: Any) -> bytes:
-    return gzip_json({"code": int(code), "msg": msg, **extra})
+    """Every error frame says ``event_rep: "error"``, also for a message too broken to name
+    its channel (``extra``: the channel and cb_id when known)."""
+    return gzip_json({"code": int(code), "msg": msg, "event_rep": "error", **extra})
 
 
 class BadMessage(Exception):

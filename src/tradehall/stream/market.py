@@ -30,7 +30,7 @@ def market_handler(futures: bool) -> Any:
                     Code.UNSUPPORTED, f"unknown event {event!r}; expected sub, unsub or req"
                 )
         except (BadMessage, ApiError) as exc:
-            extra: dict[str, Any] = {"event_rep": "error"}
+            extra: dict[str, Any] = {}
             if isinstance(params.get("channel"), str):
                 extra["channel"] = params["channel"]
             if cb_id is not None:

@@ -54,7 +54,7 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
             assert signature is not None
             await check_replay(replay, signature, int(str(fields["ts"])), DEFAULT_RECV_WINDOW, now)
         except ApiError as exc:
-            conn.error(exc.code, _auth_message(exc.msg), event_rep="error", channel=CHANNEL)
+            conn.error(exc.code, _auth_message(exc.msg), channel=CHANNEL)
             return
 
         def confirmed() -> None:
@@ -67,10 +67,10 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
         try:
             valid = await hub.confirm(kind, key, confirmed)
         except (ApiError, BadMessage) as exc:  # the engine process is not reachable
-            conn.error(exc.code, exc.msg, event_rep="error", channel=CHANNEL)
+            conn.error(exc.code, exc.msg, channel=CHANNEL)
             return
         if not valid:
-            conn.error(Code.BAD_KEY, "invalid API key", event_rep="error", channel=CHANNEL)
+            conn.error(Code.BAD_KEY, "invalid API key", channel=CHANNEL)
 
     return handle
 

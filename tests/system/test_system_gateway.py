@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import socket
@@ -165,6 +166,12 @@ def test_the_same_answers_from_both_topologies(topology: Topology) -> None:
         client.create_order(SYMBOL, "BUY", "LIMIT", "0.1", "1.2.3")
     assert malformed.value.code == -1102
 
+    # The API's description, served by whichever process answers (a gateway itself).
+    with urllib.request.urlopen(topology.url + "/openapi.json", timeout=10) as answer:
+        document = json.loads(answer.read())
+    assert "/spot/open/sapi/v1/order" in document["paths"]
+    assert "/futures/open/fapi/v1/order" in document["paths"]
+
 
 def trader(topology: Topology, funds: dict[str, str]) -> tuple[Client, str]:
     """A new user's client and API key, with ``funds``, once its key works through
@@ -249,6 +256,34 @@ def test_a_gateway_killed_leaves_the_others_clients_alone(
         survivor.create_order(SYMBOL, "BUY", "LIMIT", "0.01", str(19000 + i))
     assert survivor.get_order(SYMBOL, placed["orderId"])["status"] == "NEW"
     assert len(survivor.open_orders(SYMBOL)) == 11
+
+
+def worker_pids(supervisor: int) -> set[int]:
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    return {int(pid) for pid in children}
+
+
+def test_a_worker_killed_just_after_the_start_is_replaced(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    """Not taken for a start failure (which stops the gateway: NATS down...): it had
+    started. The supervisor replaces it, however early, and the port keeps serving."""
+    found = split(tmp_path / "data", f"test-{uuid.uuid4().hex}", gateways=1, workers=2)
+    stopped.extend(found.processes)
+    gateway = found.processes[1]
+    first = worker_pids(gateway.proc.pid)
+    assert len(first) == 2
+    victim = min(first)
+    os.kill(victim, signal.SIGKILL)  # well within the gateway's first 5 seconds
+    deadline = time.monotonic() + 15
+    while len((now := worker_pids(gateway.proc.pid)) - {victim}) < 2:
+        assert gateway.proc.poll() is None, "the supervisor gave up"
+        assert time.monotonic() < deadline, now
+        time.sleep(0.1)
+    assert gateway.proc.poll() is None
+    client = found.client()
+    for _ in range(10):  # both workers answer (the kernel spreads the connections)
+        assert client.ping() == {}
 
 
 def order_command(api_key: str, volume: str = "0.01", symbol: str = SYMBOL) -> Forwarded:

@@ -124,6 +124,8 @@ def _die_with_parent() -> None:
 
 _PR_SET_PDEATHSIG = 1
 RESPAWN_PAUSE = 0.5
+DID_NOT_START = 3
+"""A worker's exit status when its server never started serving (NATS down, say)."""
 
 
 def _supervise(
@@ -133,9 +135,9 @@ def _supervise(
         pid = os.fork()
         if pid == 0:  # the worker
             _die_with_parent()
-            code = 1
+            code = DID_NOT_START
             try:
-                code = 0 if _serve_worker(sock, make_gateway) else 1
+                code = 0 if _serve_worker(sock, make_gateway) else DID_NOT_START
             finally:
                 os._exit(code)
         return pid
@@ -163,10 +165,12 @@ def _supervise(
         children.discard(pid)
         if stopping:
             continue
-        if time.monotonic() - started < 5:  # failed to start (NATS down...): give up
+        did_not_start = os.WIFEXITED(status) and os.WEXITSTATUS(status) == DID_NOT_START
+        if did_not_start and time.monotonic() - started < 5:  # NATS down...: give up
             failed = True
             stop(signal.SIGTERM, None)
             continue
+        # A worker that served and then died (killed, crashed) is replaced, however early.
         log.warning("gateway worker %d ended (status %d); starting another", pid, status)
         time.sleep(RESPAWN_PAUSE)  # a worker failing at once must not fork in a tight loop
         children.add(spawn())

@@ -40,8 +40,9 @@ from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox, SecretKeyError
 from tradehall.sim.settings import with_speed
 from tradehall.store import dump
-from tradehall.store.base import Store, StoreError
+from tradehall.store.base import Store, StoreError, StoreRefused
 from tradehall.store.factory import ENV_VAR, database_problem, open_store
+from tradehall.units import is_plain_decimal
 
 # Every Typer here has plain help text (rich_markup_mode=None): Rich markup would take the
 # "[default: ...]" of a help string for a tag and drop it.
@@ -93,6 +94,26 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")
 UserOpt = Annotated[int, typer.Option("--user", help="User id.")]
 
 
+def _decimal_text(value: str | None) -> str | None:
+    """A malformed number is a usage error (exit status 2), as a malformed integer is; what
+    the number may be (positive, within the asset's decimals) the command checks."""
+    if value is not None and not is_plain_decimal(value):
+        raise typer.BadParameter(f"{value!r} is not a plain decimal number (e.g. 12.5)")
+    return value
+
+
+SPOT_MARGIN_FUTURES = ("spot", "margin", "futures")
+
+
+def _account_kind(value: str | None) -> str | None:
+    if value is not None and value.lower() not in SPOT_MARGIN_FUTURES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(SPOT_MARGIN_FUTURES)}")
+    return value
+
+
+AmountOpt = Annotated[str, typer.Option(help="Decimal amount.", callback=_decimal_text)]
+
+
 class CliError(Exception):
     def __init__(self, msg: str, code: int | None = None) -> None:
         super().__init__(msg)
@@ -140,14 +161,21 @@ def _pretty(value: Any, indent: str = "") -> str:
             if isinstance(v, dict | list) and v:
                 lines.append(f"{indent}{k}:\n{_pretty(v, indent + '  ')}")
             else:
-                lines.append(f"{indent}{k}: {v}")
+                lines.append(f"{indent}{k}: {_scalar(v)}")
         return "\n".join(lines)
     if isinstance(value, list):
         return "\n".join(
-            f"{indent}-\n{_pretty(v, indent + '  ')}" if isinstance(v, dict) else f"{indent}- {v}"
+            f"{indent}-\n{_pretty(v, indent + '  ')}"
+            if isinstance(v, dict)
+            else f"{indent}- {_scalar(v)}"
             for v in value
         )
-    return f"{indent}{value}"
+    return f"{indent}{_scalar(value)}"
+
+
+def _scalar(value: Any) -> str:
+    """As --json writes it for true, false and null (not Python's True, False, None)."""
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
 
 
 def _fail(exc: CliError, as_json: bool) -> NoReturn:
@@ -193,6 +221,7 @@ def _offline(cfg: Config, datadir: DataDir) -> Iterator[Exchange]:
     try:
         with datadir.lock():
             store = _open_store(cfg, datadir)
+            _say(note)
             try:
                 store.migrate()
                 exchange = Exchange(cfg, store, secret_box=datadir.secret_box())
@@ -207,6 +236,11 @@ def _offline(cfg: Config, datadir: DataDir) -> Iterator[Exchange]:
         raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"data folder {datadir.path}: {exc.strerror or exc}") from None
+
+
+def _say(note: str | None) -> None:
+    """The creation note, said as soon as the store exists: a command that then fails has
+    still created it."""
     if note:
         typer.echo(note, err=True)
 
@@ -587,7 +621,7 @@ def _transfer_command(kind: str) -> Callable[..., None]:
     def command(
         user: UserOpt,
         asset: Annotated[str, typer.Option(help="Asset, e.g. USDT.")],
-        amount: Annotated[str, typer.Option(help="Decimal amount.")],
+        amount: AmountOpt,
         tx_id: Annotated[
             str | None,
             typer.Option("--tx-id", help="Idempotency id: repeating it changes nothing."),
@@ -625,7 +659,7 @@ app.command("withdraw")(_transfer_command("withdraw"))
 def _fund_command(system: str, kind: str) -> Callable[..., None]:
     def command(
         asset: Annotated[str, typer.Option(help="Asset, e.g. USDT.")],
-        amount: Annotated[str, typer.Option(help="Decimal amount.")],
+        amount: AmountOpt,
         tx_id: Annotated[
             str | None,
             typer.Option("--tx-id", help="Idempotency id: repeating it changes nothing."),
@@ -686,9 +720,13 @@ def system(
 def transfer(
     user: UserOpt,
     asset: Annotated[str, typer.Option(help="Asset, e.g. USDT.")],
-    amount: Annotated[str, typer.Option(help="Decimal amount.")],
-    source: Annotated[str, typer.Option("--from", help="spot, margin or futures")],
-    target: Annotated[str, typer.Option("--to", help="margin, futures or spot")],
+    amount: AmountOpt,
+    source: Annotated[
+        str, typer.Option("--from", help="spot, margin or futures", callback=_account_kind)
+    ],
+    target: Annotated[
+        str, typer.Option("--to", help="margin, futures or spot", callback=_account_kind)
+    ],
     symbol: Annotated[
         str | None, typer.Option(help="The margin pair, e.g. BTCUSDT (margin transfers only).")
     ] = None,
@@ -733,7 +771,10 @@ def transfer(
 @app.command("index-price")
 def index_price(
     contract: Annotated[str, typer.Option(help="The contract, e.g. E-BTC-USDT.")],
-    price: Annotated[str, typer.Option(help="Decimal price, at the contract's precision.")],
+    price: Annotated[
+        str,
+        typer.Option(help="Decimal price, at the contract's precision.", callback=_decimal_text),
+    ],
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
@@ -1056,20 +1097,29 @@ def _with_store(
     as_json: bool,
     action: Callable[[Store, DataDir], Any],
     human: Callable[[Any], str],
+    *,
+    existing: bool = False,
 ) -> None:
     """Run ``action`` on the store alone (and its data folder), holding the folder's lock
-    (and, on PostgreSQL, the database's): never beside a running server."""
+    (and, on PostgreSQL, the database's): never beside a running server. ``existing``: refuse
+    a data folder that holds no exchange instead of creating one."""
     try:
         cfg, datadir = _load(config, data_dir, database)
+        note = _creation_note(cfg, datadir)
+        if existing and not cfg.server.database and not datadir.db_path.exists():
+            raise CliError(f"no exchange in {datadir.path}", int(Code.BAD_PARAM))
         try:
             with datadir.lock():
                 store = _open_store(cfg, datadir)
+                _say(note)
                 try:
                     result = action(store, datadir)
                 finally:
                     store.close()
         except DataDirBusy as exc:
             raise CliError(f"{exc}: stop the server first") from None
+        except StoreRefused as exc:
+            raise CliError(str(exc), int(Code.UNSUPPORTED)) from None
         except StoreError as exc:
             raise CliError(str(exc), -1001) from None
         except OSError as exc:
@@ -1131,7 +1181,15 @@ def db_export(
         return {"file": str(out), "version": version, "rows": rows}
 
     human = "exported {n} rows to {file}"
-    _with_store(config, data_dir, database, as_json, export, lambda r: _rows_text(r, human))
+    _with_store(
+        config,
+        data_dir,
+        database,
+        as_json,
+        export,
+        lambda r: _rows_text(r, human),
+        existing=True,  # a mistyped --data-dir must not export an empty exchange
+    )
 
 
 @db_app.command("import")
@@ -1175,6 +1233,7 @@ def _check_sealing_key(export: Any, datadir: DataDir) -> None:
             break
     if not sealed:
         return
+    refused = int(Code.UNSUPPORTED)  # as an import into a store that is not empty
     hint = (
         f"copy secret.key from the source's data folder into {datadir.path} (or set"
         f" {SECRET_KEY_ENV} to the source's key) and import again"
@@ -1182,16 +1241,19 @@ def _check_sealing_key(export: Any, datadir: DataDir) -> None:
     try:
         box = datadir.existing_secret_box()
     except SecretKeyError as exc:
-        raise CliError(f"{exc}: {hint}") from None
+        raise CliError(f"{exc}: {hint}", refused) from None
     if box is None:
-        raise CliError(f"the export's API secrets are sealed with the source's secret key: {hint}")
+        raise CliError(
+            f"the export's API secrets are sealed with the source's secret key: {hint}", refused
+        )
     for api_key, secret in sealed:
         try:
             box.open(secret, api_key)
         except SecretKeyError:
             raise CliError(
                 "the export's API secrets are sealed with another secret key than this data"
-                f" folder's: {hint}"
+                f" folder's: {hint}",
+                refused,
             ) from None
 
 

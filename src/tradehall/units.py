@@ -21,6 +21,12 @@ class UnitsError(ValueError):
         self.precision = precision
 
 
+def is_plain_decimal(text: str) -> bool:
+    """Whether ``text`` is written as ``to_units`` takes it: plain decimal notation, an
+    optional leading ``-``, no exponent, at most 64 characters."""
+    return len(text) <= 64 and _PLAIN_DECIMAL.fullmatch(text) is not None
+
+
 def pow10(n: int) -> int:
     return _POW10[n] if 0 <= n < len(_POW10) else int(10**n)
 
@@ -37,7 +43,7 @@ def to_units(value: str | int | Decimal, decimals: int) -> int:
     if isinstance(value, str):
         # Plain decimal text only: no exponent, sign '+', underscores, spaces or non-ASCII
         # digits, which Decimal() would otherwise accept.
-        if len(value) > 64 or not _PLAIN_DECIMAL.fullmatch(value):
+        if not is_plain_decimal(value):
             raise UnitsError("not a number")
         dec = Decimal(value)
     elif isinstance(value, Decimal):

@@ -102,9 +102,9 @@ def test_db_upgrade_command(backend: Backend, tmp_path: Path) -> None:
         "db", "upgrade", "--data-dir", str(data_dir), "--json", *backend.server_args(data_dir)
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"version": LATEST_VERSION}
+    assert json.loads(result.stdout) == {"version": LATEST_VERSION}
     again = cli("db", "upgrade", "--data-dir", str(data_dir), *backend.server_args(data_dir))
-    assert again.output.strip() == f"schema version {LATEST_VERSION}"
+    assert again.stdout.strip() == f"schema version {LATEST_VERSION}"
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
@@ -171,7 +171,7 @@ def test_flag_beats_environment_beats_config_beats_sqlite(tmp_path: Path) -> Non
     assert "127.0.0.1:2/env" in cli("db", "upgrade", *data, env=env).output
     assert "127.0.0.1:1/conf" in cli("db", "upgrade", *data).output
     plain = cli("db", "upgrade", "--data-dir", str(tmp_path / "data"), "--json")
-    assert plain.exit_code == 0 and json.loads(plain.output) == {"version": LATEST_VERSION}
+    assert plain.exit_code == 0 and json.loads(plain.stdout) == {"version": LATEST_VERSION}
     assert (tmp_path / "data" / "tradehall.db").exists()
     bad = cli("db", "upgrade", *data, "--database", "sqlite:///x.db")
     assert bad.exit_code == 1 and "unsupported database" in bad.output

@@ -42,12 +42,14 @@ def test_sqlite_to_another_store_through_export_and_import(
 
     exported = cli("db", "export", "--out", str(dump), "--data-dir", str(source), "--json")
     assert exported.exit_code == 0, exported.output
-    counts = json.loads(exported.output)["rows"]
+    counts = json.loads(exported.stdout)["rows"]
     assert counts["orders"] > 100 and counts["trades"] > 50 and counts["klines"] > 0
     into = ("--data-dir", str(target), *backend.server_args(target))
     imported = cli("db", "import", "--in", str(dump), *into, "--json")
     assert imported.exit_code == 0, imported.output
-    assert json.loads(imported.output)["rows"] == counts
+    assert json.loads(imported.stdout)["rows"] == counts
+    if backend.name == "sqlite":
+        assert f"note: created a new, empty exchange in {target}" in imported.stderr
 
     moved = backend.exchange(target)
     try:
@@ -57,8 +59,9 @@ def test_sqlite_to_another_store_through_export_and_import(
     finally:
         moved.store.close()
     # A second import is refused: the target is no longer empty.
-    again = cli("db", "import", "--in", str(dump), *into)
+    again = cli("db", "import", "--in", str(dump), *into, "--json")
     assert again.exit_code == 1 and "import only into an empty store" in again.output
+    assert json.loads(again.stdout)["code"] == -1020  # the operator's mistake, not a failure
     # Exported again, the moved store gives the very same file.
     echo = tmp_path / "echo.jsonl"
     assert cli("db", "export", "--out", str(echo), *into).exit_code == 0
@@ -131,9 +134,18 @@ def test_an_import_needs_the_sources_sealing_key(tmp_path: Path) -> None:
         assert refused.exit_code == 1, refused.output
         error = json.loads(refused.stdout)
         assert problem in error["msg"] and "copy secret.key" in error["msg"], error
+        assert error["code"] == -1020, error
         assert ok("user", "list", "--data-dir", str(target))["users"] == []
 
     (other_key / "secret.key").write_bytes((source / "secret.key").read_bytes())
     ok("db", "import", "--in", str(dump), "--data-dir", str(other_key))
     assert [u["name"] for u in ok("user", "list", "--data-dir", str(other_key))["users"]] == ["ann"]
     assert ok("audit", "--data-dir", str(other_key))["ok"] is True
+
+
+def test_an_export_refuses_a_folder_without_an_exchange(tmp_path: Path) -> None:
+    typo, dump = tmp_path / "typo", tmp_path / "venue.jsonl"
+    result = cli("db", "export", "--out", str(dump), "--data-dir", str(typo), "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {"code": -1102, "msg": f"no exchange in {typo}"}
+    assert not typo.exists() and not dump.exists()

@@ -170,7 +170,7 @@ def test_offline_refusals_change_nothing_and_audit_catches_tampering(data_dir: P
         ("withdraw", "1", "USDT", "0.000000001", -1111),
         ("withdraw", "1", "USDT", "-5", -1102),
         ("deposit", "1", "USDT", "0", -1102),
-        ("deposit", "1", "USDT", "abc", -1102),
+        # (a malformed amount is a usage error: test_usage_errors_are_json_too_...)
         ("deposit", "1", "DOGE", "1", -1102),  # unknown asset
         ("withdraw", "7", "USDT", "1", None),  # unknown user
     ]
@@ -280,6 +280,11 @@ def test_offline_views_json_and_human(data_dir: Path) -> None:
     assert human.returncode == 0, human.stderr
     for word in ("BTCUSDT", "ETHUSDT", "ETHBTC", "BTC", "ETH", "USDT"):
         assert word in human.stdout
+    # true, false and null as --json writes them, not Python's True, False and None.
+    human = run(data_dir, "deposit", "--user", "1", "--asset", "ETH", "--amount", "1")
+    assert "duplicate: false" in human.stdout.splitlines(), human.stdout
+    system = run(data_dir, "system").stdout
+    assert not any(word in system.split() for word in ("True", "False", "None")), system
 
     # Errors without --json: a message on stderr, nothing on stdout, exit 1.
     bad = run(data_dir, "withdraw", "--user", "1", "--asset", "BTC", "--amount", "2")
@@ -537,6 +542,28 @@ def test_usage_errors_are_json_too_with_exit_status_2(data_dir: Path) -> None:
     error = json_error(run(data_dir, "serve", "--port", "70000", "--json"), 2)
     assert "--port" in error["msg"]
     assert not data_dir.exists()  # nothing was started, nothing created
+    # A malformed number or account name is a usage error too; a well-formed value the
+    # command cannot take (a negative amount, spot to spot) is not.
+    for args in (
+        ("deposit", "--user", "1", "--asset", "USDT", "--amount", "abc"),
+        ("deposit", "--user", "1", "--asset", "USDT", "--amount", "1e3"),
+        ("withdraw", "--user", "1", "--asset", "USDT", "--amount", "1,5"),
+        ("pool", "deposit", "--asset", "USDT", "--amount", " 5"),
+        ("transfer", "--user", "1", "--asset", "USDT", "--amount", "1", "--from", "spot",
+         "--to", "moon"),
+        ("transfer", "--user", "1", "--asset", "USDT", "--amount", "1", "--from", "spot",
+         "--to", "fütures"),
+        ("index-price", "--contract", "E-BTC-USDT", "--price", "0x10"),
+    ):  # fmt: skip
+        error = json_error(run(data_dir, *args, "--json"), 2)
+        assert error["code"] == -1102 and args[-2] in error["msg"], (args, error)
+    assert not data_dir.exists()
+    error = json_error(
+        run(data_dir, "transfer", "--user", "1", "--asset", "USDT", "--amount", "1", "--from",
+            "spot", "--to", "SPOT", "--json"),
+        1,
+    )  # fmt: skip
+    assert error["code"] == -1102
     # Without --json they stay the usual usage message on stderr.
     proc = run(data_dir, "serve", "--port", "-1")
     assert proc.returncode == 2 and proc.stdout == "" and "--port" in proc.stderr
@@ -575,6 +602,14 @@ def test_a_command_that_creates_an_exchange_says_so_on_stderr(tmp_path: Path) ->
     assert f"created a new, empty exchange in {data}" in proc.stderr
     again = run(data, "user", "list", "--json")
     assert again.returncode == 0 and again.stderr == ""
+    # Said also when the command then fails: the exchange was created all the same.
+    other = tmp_path / "other"
+    failed = run(other, "balances", "--user", "1", "--json")
+    assert json_error(failed, 1) == {"code": -1102, "msg": "unknown user 1"}
+    assert f"created a new, empty exchange in {other}" in failed.stderr
+    upgraded = run(tmp_path / "third", "db", "upgrade", "--json")
+    assert upgraded.returncode == 0
+    assert f"created a new, empty exchange in {tmp_path / 'third'}" in upgraded.stderr
 
 
 def test_version(tmp_path: Path) -> None:

@@ -27,6 +27,11 @@ class StoreError(Exception):
     """The store could not do what was asked (the write's outcome is unknown)."""
 
 
+class StoreRefused(StoreError):
+    """The store will not do what was asked as it stands (an import into a store that is not
+    empty, say): the caller's mistake, and nothing was changed."""
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """The garbage collector off for the block (then as it was before). Loading a store

@@ -52,7 +52,7 @@ from tradehall.engine.orders import (
 )
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store import dump
-from tradehall.store.base import FuturesDoc, Snapshot, StoreError
+from tradehall.store.base import FuturesDoc, Snapshot, StoreError, StoreRefused
 from tradehall.store.batch import Batch, KeyRow, UserRow
 from tradehall.store.schema import MIGRATIONS, SQLITE, TABLES, Only, Table
 
@@ -732,7 +732,7 @@ class SQLStore(Generic[C]):
             conn = self._write_conn()
             version = self._version(conn)
             if reader.version != version:
-                raise StoreError(
+                raise StoreRefused(
                     f"the export is of schema version {reader.version}, this store is at"
                     f" {version}: run `tradehall db upgrade` on the source with this tradehall"
                     " and export again"
@@ -740,7 +740,7 @@ class SQLStore(Generic[C]):
             with self._transaction(conn):
                 holding = [t for t in TABLES if self._one(conn, f"SELECT 1 FROM {t} LIMIT 1")]
                 if holding:
-                    raise StoreError(
+                    raise StoreRefused(
                         "the target store is not empty (rows in "
                         f"{', '.join(holding)}): import only into an empty store"
                     )

@@ -12,11 +12,11 @@ from store_support import command_stream, fingerprint, populate, run
 from support import TEST_SECRET_BOX, Backend
 from tradehall.config import load_config
 from tradehall.engine.events import Trade
-from tradehall.engine.orders import OrderState
+from tradehall.engine.orders import OPEN_STATUSES, OrderState
 from tradehall.exchange import Exchange
 from tradehall.store.batch import Batch, LedgerRow
 from tradehall.store.schema import LATEST_VERSION, TABLES
-from tradehall.store.sql import SQLStore
+from tradehall.store.sql import OPEN_ORDERS, OPEN_STATUS_TERM, SQLStore
 
 MAX = 2**63 - 1
 MIN = -(2**63)
@@ -209,3 +209,56 @@ def test_the_ledger_check_finds_every_kind_of_mismatch(backend: Backend, tmp_pat
         }
     finally:
         store.close()
+
+
+def test_migration_6_indexes_the_open_orders_alone(backend: Backend, tmp_path: Path) -> None:
+    data = tmp_path / "venue"
+    old = exchange_at(backend, data, 5)
+    try:
+        populate(old)
+        before = fingerprint(old)
+        open_before = [o.snapshot() for o in old.store.load(["BTCUSDT"], {}).open_orders]
+    finally:
+        old.store.close()
+    statuses = {s for (s,) in backend.query(data, "SELECT DISTINCT status FROM orders")}
+    assert {"NEW", "FILLED", "CANCELED"} <= statuses  # open and closed orders both stored
+    assert len(open_before) > 10
+
+    migrated = exchange_at(backend, data, None)
+    try:
+        assert fingerprint(migrated) == before
+        assert [o.snapshot() for o in migrated.store.load(["BTCUSDT"], {}).open_orders] == (
+            open_before
+        )
+        assert indexes(backend, data, "orders") == NAMED_INDEXES["orders"]
+        if backend.name == "sqlite":
+            (definition,) = backend.query(
+                data, "SELECT sql FROM sqlite_master WHERE name = 'orders_open'"
+            )[0:1]
+            assert definition[0].endswith(f"WHERE {OPEN_STATUS_TERM}")
+            plan = backend.query(data, f"EXPLAIN QUERY PLAN {OPEN_ORDERS}")
+            assert [row[-1] for row in plan] == ["SCAN orders USING INDEX orders_open"]
+            # Only open orders are in it: closed ones never enter, or leave when they end.
+            (entries,) = backend.query(data, "SELECT COUNT(*) FROM orders INDEXED BY orders_open"
+                                       f" WHERE {OPEN_STATUS_TERM}")  # fmt: skip
+            assert entries == (len(open_before),)
+        else:
+            (definition,) = backend.query(
+                data,
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+                " AND indexname = 'orders_open'",
+            )
+            assert "WHERE" in definition[0] and "PARTIALLY_FILLED" in definition[0]
+        # And the venue goes on: orders end and rest, recovery finds exactly the open ones.
+        run(migrated, command_stream(13, 200)[6:], 4)
+        open_now = [o.snapshot() for o in migrated.store.load(["BTCUSDT"], {}).open_orders]
+        assert [o.id for o in open_now] == sorted(
+            o.id for book in migrated.engine.spot.books.values() for o in book.orders.values()
+            if o.symbol == "BTCUSDT"
+        )  # fmt: skip
+    finally:
+        migrated.store.close()
+
+
+def test_the_open_orders_term_names_every_open_status() -> None:
+    assert (f"status IN ({', '.join(repr(s) for s in sorted(OPEN_STATUSES))})") == OPEN_STATUS_TERM

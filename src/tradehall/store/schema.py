@@ -270,6 +270,21 @@ MIGRATIONS: list[tuple[int, str, list[Step]]] = [
             "ALTER TABLE klines ADD COLUMN amount BIGINT NOT NULL DEFAULT 0",
         ],
     ),
+    (
+        6,
+        "open orders indexed alone (closed orders never enter the index)",
+        [
+            # Recovery is the index's one reader, and it wants the open orders only. On
+            # (status, id) every order ever placed had an entry, and each order that ended
+            # moved its entry (a delete and an insert); a partial index holds the open
+            # orders alone: an order that ends leaves it, one filled on arrival never enters.
+            # Measured (tests/store/measure_open_index.py): 12-19 % less CPU per order row.
+            # The text must match OPEN_ORDERS' WHERE term exactly (SQLite's rule for using a
+            # partial index).
+            "DROP INDEX orders_open",
+            "CREATE INDEX orders_open ON orders (id) WHERE status IN ('NEW', 'PARTIALLY_FILLED')",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

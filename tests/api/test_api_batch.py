@@ -339,15 +339,29 @@ def test_batch_cancel_bounds_and_errors(env: Env, alice: Client) -> None:
         assert_error(exc, 400, -1102)
     for body in (
         {"symbol": "BTCUSDT"},
-        {"symbol": "BTCUSDT", "orderIds": str(ids[0])},
+        {"symbol": "BTCUSDT", "orderIds": ""},
+        {"symbol": "BTCUSDT", "orderIds": f"{ids[0]},,{ids[1]}"},
+        {"symbol": "BTCUSDT", "orderIds": f"{ids[0]};{ids[1]}"},
+        {"symbol": "BTCUSDT", "orderIds": f"{ids[0]},abc"},
+        {"symbol": "BTCUSDT", "orderIds": {"0": ids[0]}},
         {"orderIds": [ids[0]]},
     ):
         response = alice.request("POST", SPOT + "/batchCancel", body=body)
         assert (response.status_code, response.json()["code"]) == (400, -1102), body
+    text = ",".join(str(i) for i in range(1, 12))  # 11 ids: one more than a batch takes
+    response = alice.request("POST", SPOT + "/batchCancel", body={"symbol": "BTCUSDT",
+                                                                 "orderIds": text})  # fmt: skip
+    assert (response.status_code, response.json()["code"]) == (400, -1101)
     assert_error(error_of(alice.batch_cancel, "NOPE", [ids[0]]), 400, -1121)
     assert snapshot(alice) == before
-    result = alice.batch_cancel("BTCUSDT", ids)
-    assert result == {"success": ids, "failed": []}
+    # The ids as one text separated by commas, as some clients of the family send them.
+    text = f"{ids[0]}, {ids[1]},{ids[2]}"
+    response = alice.request("POST", SPOT + "/batchCancel", body={"symbol": "BTCUSDT",
+                                                                 "orderIds": text})  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.json() == {"success": ids[:3], "failed": []}
+    result = alice.batch_cancel("BTCUSDT", ids[3:])
+    assert result == {"success": ids[3:], "failed": []}
     assert alice.open_orders("BTCUSDT") == []
     assert balances(alice)["USDT"] == ("10000.00000000", "0.00000000")
     env.audit()

@@ -685,6 +685,13 @@ def test_market_open_is_sized_by_value(env: Env) -> None:
     history = {h["orderId"]: h for h in ok(post(taker, "/orderHistorical", {}))}
     assert (history[short]["dealVolume"], history[short]["status"]) == (50, 4)
     assert (history[bought]["dealVolume"], history[bought]["status"]) == (50, 2)
+    # The family's orderUnit: 3 (value) and a client's usual 2 both mean the value here.
+    placed(order(maker, "SELL", "OPEN", 3, "30000"))
+    for unit in (3, "3", 2):
+        value_order = placed(order(taker, "BUY", "OPEN", "30", kind="MARKET", orderUnit=unit))
+        detail = ok(get(taker, "/order", {"contractName": BTC, "orderId": value_order}))
+        assert (detail["origQty"], detail["executedQty"]) == (30, 1)
+    refused(order(taker, "BUY", "OPEN", "30", kind="MARKET", orderUnit=1), -1102)
 
 
 def test_catalogue_errors_of_orders(env: Env) -> None:
@@ -717,7 +724,21 @@ def test_catalogue_errors_of_orders(env: Env) -> None:
     refused(place(volume=100), -2017)  # 100 contracts hold 300 + fees; 100 USDT in futures
     refused(place(side="SELL", open="CLOSE"), -2017)  # no long to close
     refused(place(side="BUY", open="CLOSE"), -2017)  # no short to close
+    # orderUnit other than contracts would change what volume means: refused, never ignored
+    # (100 USDT of value read as 100 contracts is 30 times the order meant).
+    before = ok(get(client, "/account"))
+    for unit in (1, 3, "3"):
+        msg = refused(place(orderUnit=unit), -1102)
+        assert "orderUnit" in msg and "contracts" in msg
+        msg = refused(post(client, "/conditionOrder", {**base, "orderUnit": unit,
+                                                       "triggerType": 1, "triggerPrice": 29000}),
+                      -1102)  # fmt: skip
+        assert "orderUnit" in msg
+    refused(place(orderUnit=4), -1102)
+    refused(place(orderUnit="coin"), -1102)
+    assert ok(get(client, "/account")) == before
     assert placed(place(volume="1.0", price=30000, positionType="1", orderUnit=2, foo=None))
+    assert placed(place(orderUnit=None))
     assert placed(place(clientOrderId="c" * 32, positionType=None))
     refused(place(clientOrderId="c" * 32), -1102)  # in use by an open order
     refused(place(positionType=2), -1102)  # differs from the open orders' margin mode

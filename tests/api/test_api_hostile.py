@@ -585,7 +585,11 @@ def field_values(kind: str, field: str) -> list[tuple[str, Any, set[int]]]:
             ("empty", [], {BAD}),
             ("11 ids", list(range(1, 12)), {DUPLICATE}),
             ("1000 ids", list(range(1, 1001)), {DUPLICATE}),
-            ("string", "1,2", {BAD}),
+            # One text of ids separated by commas is taken (docs/api.md); a malformed one not.
+            ("string of words", "a,b", {BAD}),
+            ("string with an empty id", "1,,2", {BAD}),
+            ("string of 11 ids", ",".join(map(str, range(1, 12))), {DUPLICATE}),
+            ("string of a huge id", str(2**64), {BAD}),
         ]
     elif kind == "orders":
         element = {"price": "100", "volume": "0.1", "side": "BUY", "batchType": "LIMIT"}

@@ -65,7 +65,7 @@ from tradehall.engine.futures_model import (
     Trigger,
     futures_account,
 )
-from tradehall.engine.orders import GTC, LIMIT
+from tradehall.engine.orders import GTC, LIMIT, MARKET
 from tradehall.marketdata import Interval
 
 PREFIX = "/futures/open/fapi/v1"
@@ -160,6 +160,7 @@ def place_command(
         trigger_price = req.value("triggerPrice", decimals=contract.price_precision) or 0
     else:
         tif = req.value("timeInForce") or GTC
+    _check_order_unit(req.value("orderUnit"), order_type == MARKET and action == OPEN)
     price = volume = money = 0
     if order_type == LIMIT:
         price = req.value("price", decimals=contract.price_precision) or 0
@@ -183,6 +184,24 @@ def place_command(
         client_id,
         trigger_type,
         trigger_price,
+    )
+
+
+ORDER_UNITS = {1: "coin", 2: "contracts", 3: "value"}
+
+
+def _check_order_unit(unit: int | None, volume_is_value: bool) -> None:
+    """The family's ``orderUnit`` says what ``volume`` counts. tradehall reads it as contracts,
+    or as the value for a MARKET OPEN (where a client's usual 2 is taken as before). Another
+    unit is refused: ignored, it would size the order wrongly (100 USDT read as 100
+    contracts)."""
+    if unit is None or unit == 2 or (unit == 3 and volume_is_value):
+        return
+    meant = "the order value" if volume_is_value else "a number of contracts"
+    raise ApiError(
+        Code.BAD_PARAM,
+        f"orderUnit {unit} ({ORDER_UNITS[unit]}) is not supported for this order: send volume"
+        f" as {meant} ({'orderUnit 3, or none' if volume_is_value else 'orderUnit 2, or none'})",
     )
 
 

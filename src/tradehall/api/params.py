@@ -179,10 +179,14 @@ class Params:
             raise self.malformed(name, "must be a positive integer id")
         return number
 
-    def list(self, name: str, max_items: int) -> list[Any]:
+    def list(self, name: str, max_items: int, *, comma_text: bool = False) -> list[Any]:
+        """A non-empty array of at most ``max_items``; with ``comma_text`` also its items as
+        one text separated by commas (``"12,13"``), as some clients of the family send ids."""
         value = self.raw(name)
         if value is None:
             raise self.missing(name)
+        if comma_text and isinstance(value, str):
+            value = [item.strip() for item in value.split(",")] if value.strip() else []
         if not isinstance(value, list):
             raise self.malformed(name, "must be an array")
         if not value:

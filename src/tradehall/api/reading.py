@@ -207,13 +207,15 @@ class OrderId(Rule):
 
 @dataclass(frozen=True, slots=True)
 class Items(Rule):
-    """A non-empty array of at most ``max_items`` (its items are checked by the handler)."""
+    """A non-empty array of at most ``max_items`` (its items are checked by the handler);
+    with ``comma_text`` also one text of items separated by commas."""
 
     max_items: int
+    comma_text: bool = False
 
     def reader(self, name: str) -> Reader:
-        max_items = self.max_items
-        return lambda params, given: params.list(name, max_items)
+        max_items, comma_text = self.max_items, self.comma_text
+        return lambda params, given: params.list(name, max_items, comma_text=comma_text)
 
 
 @dataclass(frozen=True, slots=True)

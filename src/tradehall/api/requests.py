@@ -320,7 +320,16 @@ class CancelRequest(RequestSchema, frozen=True):
 
 class BatchCancelRequest(RequestSchema, frozen=True):
     symbol: Pair
-    order_ids: Annotated[list[OrderIdBody], Meta(min_length=1, max_length=10), Items(MAX_BATCH)]
+    order_ids: Annotated[
+        list[OrderIdBody],
+        Meta(
+            min_length=1,
+            max_length=10,
+            description='Also taken as one text of ids separated by commas (`"12,13"`), as'
+            " some clients of the family send them.",
+        ),
+        Items(MAX_BATCH, comma_text=True),
+    ]
     recv_window: RecvWindowBody = 5000
 
 
@@ -532,6 +541,22 @@ class FuturesKlinesQuery(RequestSchema, frozen=True):
     limit: Annotated[Limit300, limit(100, 300)] = 100
 
 
+OrderUnitParam = Annotated[
+    Annotated[
+        Literal[1, 2, 3],
+        Meta(
+            description="The family's unit of `volume`: 1 coin, 2 contracts, 3 value in the"
+            " quote currency. tradehall takes `volume` as contracts (2), or as the value for"
+            " a MARKET OPEN (3; 2 is accepted there too); any other unit is refused rather"
+            " than ignored, since ignoring it would size the order wrongly."
+        ),
+    ]
+    | Literal["1", "2", "3"]
+    | UnsetType,
+    Integer(minimum=1, maximum=3),
+]
+
+
 class FuturesOrderRequest(RequestSchema, frozen=True):
     """A new futures order. ``volume`` is a number of contracts, except for a MARKET OPEN
     order: its value in the quote currency. LIMIT needs ``price``. BUY+OPEN opens a long,
@@ -546,6 +571,7 @@ class FuturesOrderRequest(RequestSchema, frozen=True):
     position_type: PositionTypeParam = UNSET
     client_order_id: FuturesClientOrderId = UNSET
     time_in_force: Annotated[Literal["IOC", "FOK", "POST_ONLY", "GTC"] | UnsetType, TIF] = UNSET
+    order_unit: OrderUnitParam = UNSET
     recv_window: RecvWindowBody = 5000
 
 
@@ -566,6 +592,7 @@ class FuturesConditionOrderRequest(RequestSchema, frozen=True):
     price: OptionalUnits = UNSET
     position_type: PositionTypeParam = UNSET
     client_order_id: FuturesClientOrderId = UNSET
+    order_unit: OrderUnitParam = UNSET
     recv_window: RecvWindowBody = 5000
 
 

@@ -887,7 +887,7 @@ def _sim_text(result: Any) -> str:
     for p in result.get("participants", []):
         state = p["state"] + (f": {p['note']}" if p["note"] else "")
         lines.append(
-            f"  user {p['userId']:<4} {p['name']:<22} {state:<16} orders {p['orders']}"
+            f"  user {p['userId']:<4} {p['name']:<22} {state:<16}  orders {p['orders']}"
             f" cancels {p['cancels']} rejected {p['rejected']}"
         )
     faults = result.get("faults", {})

@@ -21,6 +21,7 @@ from tradehall.engine.commands import (
 )
 from tradehall.engine.futures_model import futures_account
 from tradehall.exchange import Exchange
+from tradehall.sim.accounts import funding_tx, participant_market
 from tradehall.units import format_units, format_units_trimmed, to_units
 
 
@@ -41,20 +42,36 @@ def funding_now(ex: Exchange, contract: str | None, ts: int) -> dict[str, Any]:
     }
 
 
-def starting_balances(ex: Exchange) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
-    """(spot, futures) balances an account is reset to: ``[simulation.reset]``, by default
-    what ``serve --demo`` gives the demo account."""
+def starting_balances(ex: Exchange, user_id: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(spot, futures) balances in units that ``user_id`` is reset to: a simulation
+    participant's own starting funds (what the simulation deposited for it: a maker given a
+    trader's balances would hold more than its inventory bound lets it quote against, and
+    stop quoting one side); for anyone else ``[simulation.reset]``, by default what
+    ``serve --demo`` gives the demo account."""
+    assets = ex.config.markets.assets
+    market = participant_market(ex.users[user_id].name)
+    if market is not None:
+        funded = {
+            asset: record.amount
+            for asset in assets
+            if (record := ex.engine.transfers.get(funding_tx(ex.users[user_id].name, asset)))
+            and record.account == user_id
+        }
+        if market in ex.config.markets.contracts:
+            return {}, funded  # a futures participant's funds were all moved to futures
+        return funded, {}
     configured = ex.config.simulation
-    coins = ops.margin_coins(ex)
     spot = dict(configured.reset_spot) or {
-        asset: Decimal(ops.DEMO_FUNDS.get(asset, ops.DEMO_DEFAULT_FUNDS))
-        for asset in ex.config.markets.assets
+        asset: Decimal(ops.DEMO_FUNDS.get(asset, ops.DEMO_DEFAULT_FUNDS)) for asset in assets
     }
     futures = dict(configured.reset_futures) or {
         coin: Decimal(ops.DEMO_FUNDS.get(coin, ops.DEMO_DEFAULT_FUNDS)) * ops.DEMO_FUTURES_SHARE
-        for coin in coins
+        for coin in ops.margin_coins(ex)
     }
-    return spot, futures
+    return (
+        {a: to_units(v, assets[a].decimals) for a, v in spot.items()},
+        {c: to_units(v, assets[c].decimals) for c, v in futures.items()},
+    )
 
 
 def reset_account(ex: Exchange, user_id: int, ts: int) -> dict[str, Any]:
@@ -63,7 +80,7 @@ def reset_account(ex: Exchange, user_id: int, ts: int) -> dict[str, Any]:
     difference). Margin accounts are left as they are."""
     ex.require_user(user_id)
     engine = ex.engine
-    spot_target, futures_target = starting_balances(ex)
+    spot_target, futures_target = starting_balances(ex, user_id)
     assets = ex.config.markets.assets
     cancelled = 0
     by_symbol: dict[str, list[int]] = {}
@@ -81,18 +98,15 @@ def reset_account(ex: Exchange, user_id: int, ts: int) -> dict[str, Any]:
         if free:
             ex.apply(FuturesTransfer(ts, user_id, coin, free, False))
     batch = uuid.uuid4().hex[:12]
-    for asset, spec in assets.items():
-        want = to_units(
-            spot_target.get(asset, Decimal(0)) + futures_target.get(asset, 0), spec.decimals
-        )
+    for asset in assets:
+        want = spot_target.get(asset, 0) + futures_target.get(asset, 0)
         have = engine.ledger.free(user_id, asset)
         tx = f"reset-{user_id}-{batch}-{asset}"
         if want > have:
             ex.apply(Deposit(ts, user_id, asset, want - have, tx))
         elif have > want:
             ex.apply(Withdraw(ts, user_id, asset, have - want, tx))
-    for coin, amount in futures_target.items():
-        units = to_units(amount, assets[coin].decimals)
+    for coin, units in futures_target.items():
         if units > 0:
             ex.apply(FuturesTransfer(ts, user_id, coin, units, True))
     return {

@@ -3,6 +3,7 @@ path, never touches the admin API, counts what it injects, and is transparent wh
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from starlette.testclient import TestClient
@@ -70,3 +71,21 @@ def test_a_burst_refuses_every_request_of_its_rule_until_it_ends(tmp_path: Path)
         now[0] = 4.0
         assert http.get("/spot/open/sapi/v1/time").headers["retry-after"] == "1"
     assert faults.status()["injected"]["rate_limited"] == 2
+
+
+def test_a_delayed_answer_says_so_and_is_the_apps_own(tmp_path: Path) -> None:
+    delayed = FaultRule(path="*", latency_share=1.0, latency_ms_min=1, latency_ms_max=2)
+    faults, http = injector(tmp_path, FaultSettings(enabled=True, rules=(delayed,)))
+    with http:
+        answer = http.get("/spot/open/sapi/v1/ping")
+        assert answer.status_code == 200 and answer.json() == {}
+        assert answer.headers.get_list("x-tradehall-fault") == ["latency"]
+    assert faults.status()["injected"]["latency"] == 1
+    # Delayed and then refused: the header names the fault that decided the answer.
+    both = dataclasses.replace(delayed, error_before_share=1.0)
+    (tmp_path / "b").mkdir()
+    _, http = injector(tmp_path / "b", FaultSettings(enabled=True, rules=(both,)))
+    with http:
+        refused = http.get("/spot/open/sapi/v1/ping")
+        assert refused.status_code == 503
+        assert refused.headers.get_list("x-tradehall-fault") == ["error_before"]

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from support import FakeClock, make_exchange
+from tradehall import sandbox
 from tradehall.engine import audit
 from tradehall.engine.commands import Withdraw
+from tradehall.engine.futures_model import futures_account
 from tradehall.exchange import Exchange
 from tradehall.sim.participants import OUT_OF_FUNDS
 from tradehall.sim.runner import Simulation
@@ -123,3 +125,57 @@ def test_a_restart_finds_its_participants_and_orders_again_without_doubling(
         assert len(levels) <= 2 * SETTINGS.maker.levels
     assert audit.check(again.engine) == []
     again.store.close()
+
+
+def test_an_account_reset_gives_a_participant_its_own_starting_funds() -> None:
+    """Not the demo account's balances: a maker holding 10 BTC more than it started with
+    would be past its inventory bound and never bid again."""
+    exchange = make_exchange(Path(tempfile.mkdtemp()) / "t.db")
+    clock = FakeClock()
+    after_reset: dict[str, dict[str, int]] = {}
+
+    def holdings(user: int) -> dict[str, int]:
+        """Every asset the user holds, spot and futures, free and locked."""
+        engine = exchange.engine
+        out: dict[str, int] = {}
+        for account in (user, futures_account(user)):
+            for asset in exchange.config.markets.assets:
+                amount = sum(engine.ledger.get(account, asset))
+                if amount:
+                    out[asset] = out.get(asset, 0) + amount
+        return out
+
+    async def main() -> Simulation:
+        committer = GroupCommitter(exchange)
+        sim = Simulation(exchange, committer, clock, SETTINGS)
+        await sim.setup()
+        for _ in range(20):
+            clock.advance(SETTINGS.tick_ms)
+            await sim.tick()
+        for market in sim.markets:
+            for participant in (market.maker, market.taker):
+                sandbox.reset_account(exchange, participant.user, clock())
+                after_reset[participant.name] = holdings(participant.user)
+        for _ in range(3):
+            clock.advance(SETTINGS.tick_ms)
+            await sim.tick()
+        committer.close()
+        return sim
+
+    sim = asyncio.run(main())
+    engine = exchange.engine
+    for market in sim.markets:
+        for participant in (market.maker, market.taker):
+            funded = {
+                asset: engine.transfers[tx].amount
+                for asset in exchange.config.markets.assets
+                if (tx := f"{participant.name}-{asset}") in engine.transfers
+            }
+            assert funded, participant.name
+            assert after_reset[participant.name] == funded, participant.name
+        maker = market.maker
+        sides = {r.side for r in maker.venue.resting(maker.user)}
+        assert sides == {"BUY", "SELL"}, (market.symbol, sides)  # quoting both sides again
+    assert {p["state"] for p in sim.status()["participants"]} == {"active"}
+    assert audit.check(engine) == []
+    exchange.store.close()

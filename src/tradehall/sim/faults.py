@@ -110,10 +110,12 @@ class FaultInjector:
                 [(b"retry-after", str(retry).encode())],
             )
             return
+        delayed = False
         if rule.latency_share and rng.random() < rule.latency_share:
             delay = rng.uniform(rule.latency_ms_min, rule.latency_ms_max) / 1000
             self._record(rule, LATENCY, scope, delay_ms=round(delay * 1000))
             await asyncio.sleep(delay)
+            delayed = True
         draw = rng.random()
         if draw < rule.error_before_share:
             self._record(rule, ERROR_BEFORE, scope)
@@ -126,7 +128,8 @@ class FaultInjector:
                 send, 504, Code.INTERNAL, "gateway timeout: the outcome is unknown", ERROR_AFTER
             )
             return
-        await self.app(scope, receive, send)
+        # The app's own answer; when it was delayed, it says so as the injected errors do.
+        await self.app(scope, receive, _marked(send, LATENCY) if delayed else send)
 
     async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A stream of a rule with ``drop_share``: that share of connections is closed by the
@@ -197,6 +200,18 @@ class FaultInjector:
 
 def _name(rule: FaultRule) -> str:
     return f"{rule.method} {rule.path}" if rule.method else rule.path
+
+
+def _marked(send: Send, kind: str) -> Send:
+    """``send`` with ``X-Tradehall-Fault: kind`` added to the answer's headers."""
+
+    async def marked(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", ()), (b"x-tradehall-fault", kind.encode())]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return marked
 
 
 async def _swallow(message: Message) -> None:

@@ -30,6 +30,7 @@ from tradehall.engine.contracts import ContractSpec
 from tradehall.engine.futures_prices import OPERATOR
 from tradehall.engine.markets import PairSpec
 from tradehall.exchange import Exchange
+from tradehall.sim.accounts import funding_tx, participant_name
 from tradehall.sim.participants import Maker, Participant, Taker
 from tradehall.sim.paths import Path, make_path
 from tradehall.sim.settings import PathSettings, SimulationSettings
@@ -260,12 +261,16 @@ class Simulation:
         maker_lots = s.funds * (s.maker.levels * s.maker.size + s.maker.max_inventory) * venue.unit
         taker_lots = s.funds * TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
         taker_lots *= venue.unit
-        maker_id = self._user(f"sim-maker-{symbol}", ts)
-        taker_id = self._user(f"sim-taker-{symbol}", ts)
-        base_target = self._fund_spot(maker_id, f"sim-maker-{symbol}", pair, maker_lots, ref, ts)
-        self._fund_spot(taker_id, f"sim-taker-{symbol}", pair, taker_lots, ref, ts)
-        maker = Maker(maker_id, f"sim-maker-{symbol}", venue, s.maker, base_target)
-        taker = Taker(taker_id, f"sim-taker-{symbol}", venue, s.taker, s.maker.spacing_bps)
+        maker_name, taker_name = (
+            participant_name("maker", symbol),
+            participant_name("taker", symbol),
+        )
+        maker_id = self._user(maker_name, ts)
+        taker_id = self._user(taker_name, ts)
+        base_target = self._fund_spot(maker_id, maker_name, pair, maker_lots, ref, ts)
+        self._fund_spot(taker_id, taker_name, pair, taker_lots, ref, ts)
+        maker = Maker(maker_id, maker_name, venue, s.maker, base_target)
+        taker = Taker(taker_id, taker_name, venue, s.taker, s.maker.spacing_bps)
         rng = random.Random(f"{s.seed}/{symbol}/taker")
         model = self._path_settings(symbol).model
         return Market(symbol, venue, path, model, rng, maker, taker, ref)
@@ -288,15 +293,17 @@ class Simulation:
         cost = c.value(1, ref) // c.default_leverage + 1
         maker_contracts = (s.maker.levels * s.maker.size + s.maker.max_inventory) * venue.unit
         taker_contracts = TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
-        maker_id = self._user(f"sim-maker-{c.symbol}", ts)
-        taker_id = self._user(f"sim-taker-{c.symbol}", ts)
+        maker_name = participant_name("maker", c.symbol)
+        taker_name = participant_name("taker", c.symbol)
+        maker_id = self._user(maker_name, ts)
+        taker_id = self._user(taker_name, ts)
         for user, name, contracts in (
-            (maker_id, f"sim-maker-{c.symbol}", 2 * maker_contracts),
-            (taker_id, f"sim-taker-{c.symbol}", taker_contracts * venue.unit),
+            (maker_id, maker_name, 2 * maker_contracts),
+            (taker_id, taker_name, taker_contracts * venue.unit),
         ):
             self._fund_futures(user, name, c.margin_coin, s.funds * contracts * cost, ts)
-        maker = Maker(maker_id, f"sim-maker-{c.symbol}", venue, s.maker, 0)
-        taker = Taker(taker_id, f"sim-taker-{c.symbol}", venue, s.taker, s.maker.spacing_bps)
+        maker = Maker(maker_id, maker_name, venue, s.maker, 0)
+        taker = Taker(taker_id, taker_name, venue, s.taker, s.maker.spacing_bps)
         rng = random.Random(f"{s.seed}/{c.symbol}/taker")
         return Market(c.symbol, venue, path, model, rng, maker, taker, ref)
 
@@ -320,12 +327,13 @@ class Simulation:
     def _fund_spot(self, user: int, name: str, pair: PairSpec, lots: int, ref: int, ts: int) -> int:
         """Both assets of ``pair`` for ``lots`` at ``ref``; the base deposited."""
         base, _ = self._deposit(
-            user, pair.base, lots * pair.base_per_lot, f"{name}-{pair.base}", ts
+            user, pair.base, lots * pair.base_per_lot, funding_tx(name, pair.base), ts
         )
-        self._deposit(user, pair.quote, pair.quote_amount(ref, lots), f"{name}-{pair.quote}", ts)
+        quote = pair.quote_amount(ref, lots)
+        self._deposit(user, pair.quote, quote, funding_tx(name, pair.quote), ts)
         return base
 
     def _fund_futures(self, user: int, name: str, coin: str, units: int, ts: int) -> None:
-        amount, new = self._deposit(user, coin, max(1, units), f"{name}-{coin}", ts)
+        amount, new = self._deposit(user, coin, max(1, units), funding_tx(name, coin), ts)
         if new:
             self.exchange.apply(FuturesTransfer(ts, user, coin, amount, True))

@@ -1166,6 +1166,8 @@ def db_export(
     """Write every table to a file that `db import` loads into another store (of either kind)."""
 
     def export(store: Store, _: DataDir) -> Any:
+        if store.schema_version() == 0:  # a database never used by tradehall (mistyped URL)
+            raise CliError("no exchange in this database (its schema was never created)", -1102)
         version = store.migrate()
         partial = out.with_name(out.name + ".partial")
         try:

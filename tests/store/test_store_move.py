@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from store_support import command_stream, fingerprint, populate, run
@@ -149,3 +150,19 @@ def test_an_export_refuses_a_folder_without_an_exchange(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert json.loads(result.stdout) == {"code": -1102, "msg": f"no exchange in {typo}"}
     assert not typo.exists() and not dump.exists()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_an_export_refuses_a_database_without_an_exchange(backend: Backend, tmp_path: Path) -> None:
+    data, dump = tmp_path / "data", tmp_path / "venue.jsonl"
+    args = ("--data-dir", str(data), *backend.server_args(data), "--json")
+    result = cli("db", "export", "--out", str(dump), *args)
+    assert result.exit_code == 1, result.output
+    error = json.loads(result.stdout)
+    assert error["code"] == -1102 and "no exchange in this database" in error["msg"]
+    assert not dump.exists()
+    tables = "SELECT COUNT(*) FROM information_schema.tables"
+    assert backend.query(data, f"{tables} WHERE table_schema = current_schema()") == [(0,)]
+    assert cli("db", "upgrade", *args).exit_code == 0  # once it holds an exchange: exported
+    exported = cli("db", "export", "--out", str(dump), *args)
+    assert exported.exit_code == 0 and json.loads(exported.stdout)["rows"]["users"] == 0

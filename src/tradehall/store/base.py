@@ -78,6 +78,10 @@ class Store(Protocol):
         """Create or upgrade the schema; return the version now in force."""
         ...
 
+    def schema_version(self) -> int:
+        """The schema version in force, 0 for a store never migrated (creates nothing)."""
+        ...
+
     def commit(self, batch: Batch) -> None:
         """Write the whole batch in one transaction, or raise StoreError and write nothing."""
         ...

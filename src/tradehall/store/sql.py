@@ -351,6 +351,18 @@ class SQLStore(Generic[C]):
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         return int(self._one(conn, "SELECT MAX(version) FROM schema_version")[0] or 0)
 
+    def schema_version(self) -> int:
+        with self._failing("reading the schema version"):
+            conn = self._write_conn()
+            exists = (
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+                if self.dialect == SQLITE
+                else "SELECT 1 WHERE to_regclass('schema_version') IS NOT NULL"
+            )
+            if not self._one(conn, exists):
+                return 0
+            return int(self._one(conn, "SELECT MAX(version) FROM schema_version")[0] or 0)
+
     def migrate(self, upto: int | None = None) -> int:
         """Apply every migration not applied yet (up to version ``upto`` if given: tests and
         measurements build older schemas that way); return the version now in force."""

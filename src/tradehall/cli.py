@@ -41,7 +41,7 @@ from tradehall.secretbox import SecretBox, SecretKeyError
 from tradehall.sim.settings import with_speed
 from tradehall.store import dump
 from tradehall.store.base import Store, StoreError, StoreRefused
-from tradehall.store.factory import ENV_VAR, database_problem, open_store
+from tradehall.store.factory import ENV_VAR, database_problem, open_store, store_identity
 from tradehall.units import is_plain_decimal
 
 # Every Typer here has plain help text (rich_markup_mode=None): Rich markup would take the
@@ -205,6 +205,20 @@ def _running_admin(datadir: DataDir) -> AdminClient | None:
     return client
 
 
+def _same_store_as_the_server(datadir: DataDir, database: str, admin: AdminClient) -> None:
+    """A command naming a store (--database or TRADEHALL_DATABASE) goes through the server
+    running on the data folder only if that server uses the same store: otherwise it would
+    act on another store than the one named, silently."""
+    running = (datadir.read_server() or {}).get("store")
+    if running is not None and running != store_identity(database):
+        admin.close()
+        raise CliError(
+            f"the server running on {datadir.path} uses another store than --database /"
+            f" {ENV_VAR} names: give the server's, or stop the server to work on that store",
+            int(Code.BAD_PARAM),
+        )
+
+
 def _creation_note(cfg: Config, datadir: DataDir) -> str | None:
     """What opening this data folder will create, if anything: said on stderr, so that a
     mistyped --data-dir does not pass unnoticed."""
@@ -258,6 +272,8 @@ def _operate(
     try:
         cfg, datadir = _load(config, data_dir, database)
         admin = _running_admin(datadir)
+        if admin is not None and database is not None:
+            _same_store_as_the_server(datadir, database, admin)
         if admin is not None:
             try:
                 result = online(admin)

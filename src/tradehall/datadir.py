@@ -98,9 +98,13 @@ class DataDir:
         finally:
             os.close(fd)
 
-    def write_server(self, host: str, port: int) -> None:
+    def write_server(self, host: str, port: int, store: dict[str, str] | None = None) -> None:
+        """Where the running server answers, and which store it uses (``store_identity``)."""
         tmp = self.server_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"host": host, "port": port, "pid": os.getpid()}))
+        info: dict[str, Any] = {"host": host, "port": port, "pid": os.getpid()}
+        if store is not None:
+            info["store"] = store
+        tmp.write_text(json.dumps(info))
         tmp.replace(self.server_path)
 
     def read_server(self) -> dict[str, Any] | None:

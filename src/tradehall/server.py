@@ -24,7 +24,7 @@ from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
 from tradehall.sim.faults import FaultInjector
 from tradehall.store.base import collector_paused
-from tradehall.store.factory import open_store
+from tradehall.store.factory import open_store, store_identity
 
 
 class ListenError(Exception):
@@ -189,7 +189,7 @@ def run(
             bound_port = sock.getsockname()[1]
 
             def started() -> None:
-                datadir.write_server(host, bound_port)
+                datadir.write_server(host, bound_port, store_identity(cfg.server.database))
                 announce(url_for(host, bound_port), demo_info)
 
             server = GracefulServer(uvicorn_config(app), on_started=started)

@@ -694,6 +694,34 @@ def test_market_open_is_sized_by_value(env: Env) -> None:
     refused(order(taker, "BUY", "OPEN", "30", kind="MARKET", orderUnit=1), -1102)
 
 
+def test_an_open_far_from_the_mark_that_would_start_bankrupt_is_refused(env: Env) -> None:
+    """Two accounts of one owner must not drain the insurance fund: a short opened far below
+    the mark (or a long far above it) would be liquidated at once and auto-deleveraged
+    against the other account at the mark, the fund paying the gap."""
+    set_index(env, "30000")
+    alice, bob = trader(env, "10000"), trader(env, "10")
+    env.admin.fund("insurance", "USDT", "100000", "fund-1")
+    before = (env.admin.system(), ok(get(alice, "/account")), ok(get(bob, "/account")))
+    placed(order(alice, "BUY", "OPEN", 10, "1000"))  # a long far below the mark: in profit
+    msg = refused(order(bob, "SELL", "OPEN", 10, "1000", timeInForce="IOC"), -1138)
+    assert "too far from the mark price 30000.0" in msg and "leverage 10" in msg
+    # Resting at such a price is refused as well: it would start bankrupt when it fills.
+    refused(order(bob, "SELL", "OPEN", 1, "20000"), -1138)
+    # A MARKET OPEN that would sweep into such a price: refused as a whole.
+    cancel_all = post(alice, "/cancel_all", {"contractName": BTC})
+    ok(cancel_all)
+    placed(order(alice, "SELL", "OPEN", 5, "40000"))
+    refused(order(bob, "BUY", "OPEN", "150", kind="MARKET"), -1138)
+    assert env.admin.system() == before[0]
+    assert ok(get(bob, "/account")) == before[2]
+    # Near the mark, within what the margin carries at 10x: accepted and traded.
+    ok(post(alice, "/cancel_all", {"contractName": BTC}))
+    placed(order(alice, "SELL", "OPEN", 1, "30500"))
+    placed(order(bob, "BUY", "OPEN", 1, "30500"))
+    assert position_of(ok(get(bob, "/account")))["volume"] == 1
+    env.audit()
+
+
 def test_catalogue_errors_of_orders(env: Env) -> None:
     set_index(env, "30000")
     client = trader(env, "100")

@@ -322,6 +322,7 @@ def test_inverse_average_entry_realized_and_unrealized_pnl() -> None:
     # 60 @ 50,000.0: value 600 / 50,000 = 0.012 BTC = 1,200,000, margin 120,000, fee 720
     r.order(3, INVERSE, SELL, OPEN, 40, 400_000)
     r.order(1, INVERSE, BUY, OPEN, 40, 400_000)
+    r.index(INVERSE, 500_000)  # (opening 25 % above the mark at 10x would start bankrupt)
     r.order(3, INVERSE, SELL, OPEN, 60, 500_000)
     r.order(1, INVERSE, BUY, OPEN, 60, 500_000)
     pos = r.long(1, INVERSE)

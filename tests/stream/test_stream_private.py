@@ -158,6 +158,9 @@ def test_authentication_is_checked_and_revoked_keys_are_closed(venue: Venue) -> 
 
 def test_futures_stream_pushes_a_conditional_order_and_its_firing(venue: Venue) -> None:
     (_, alice_key, alice_secret) = venue.users[0]
+    # The mark where this test trades (an earlier test's spot trades moved the index): an
+    # OPEN far from the mark would start below its maintenance margin and be refused.
+    venue.admin.set_index_price("E-BTC-USDT", "30000")
 
     async def scenario() -> None:
         async with UserStream(venue.url, alice_key, alice_secret, futures=True) as alice:

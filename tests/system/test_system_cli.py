@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from support import tradehall_command
+from support import Backend, tradehall_command
 from tradehall.client import AdminClient, ApiError, Client
 
 CLI_TIMEOUT = 30.0
@@ -400,6 +400,31 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
     assert server.stop() == 0
     # After the server stops, the CLI works on the store itself and sees the same state.
     assert free_locked(data_dir, bob["id"])["USDT"] == ("6500.50000000", "1800.00000000")
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_command_naming_another_store_than_the_running_servers_is_refused(
+    server_factory: Any, backend: Backend, tmp_path: Path
+) -> None:
+    """With a server on the folder, commands go through it: one that names another store
+    (--database or TRADEHALL_DATABASE) would silently act on the server's instead."""
+    data = tmp_path / "data"
+    server_factory(data, *backend.server_args(data))
+    own = backend.database(data)
+    other = backend.database(tmp_path / "other")  # another schema, same server
+    ok(data, "user", "create", "--database", own)  # the server's own store: through it
+    ok(data, "user", "create")  # none named: the running server's
+    before = ok(data, "user", "list")
+    for named in (other, ""):  # another PostgreSQL schema; SQLite in the folder
+        error = fails(data, "user", "create", "--database", named, code=-1102)
+        assert "uses another store" in error["msg"] and "password" not in error["msg"]
+    proc = subprocess.run(
+        tradehall_command("user", "create", "--data-dir", str(data), "--json"),
+        capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False,
+        env={**os.environ, "TRADEHALL_DATABASE": other},
+    )  # fmt: skip
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == -1102
+    assert ok(data, "user", "list") == before  # nothing created anywhere
 
 
 def test_serve_refuses_a_data_dir_with_a_running_server(

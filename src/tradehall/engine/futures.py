@@ -477,6 +477,8 @@ class Futures:
         hold = 0
         if cmd.action == OPEN:
             rest = volume - planned if rests else 0
+            entries = [*fills, (cmd.price, rest)] if rest else fills
+            self.check_entries(contract, cmd.side, setting.leverage, entries)
             hold = self.hold_for(contract, setting.leverage, fills, rest, cmd.price)
             if hold > MAX_BALANCE:
                 raise Reject(Code.BAD_PARAM, "order value out of range")
@@ -517,6 +519,31 @@ class Futures:
         # Fills short of the order's size end it CANCELED, a MARKET OPEN's too: its quantity
         # is what the book offered, not what its money asked for.
         return self.execute(contract, book, order, hold, complete=reached)
+
+    def check_entries(
+        self, contract: ContractSpec, side: str, leverage: int, entries: list[Fill]
+    ) -> None:
+        """Refuse (-1138) an OPEN order that would trade or rest at a price worse than the mark
+        by more than its margin carries: the position it opens would start at or below its
+        maintenance margin (margin value / leverage, P&L at the mark), be liquidated at once,
+        and the insurance fund would pay its counterparty the gap. Two accounts of one owner
+        could otherwise drain the fund with a trade far from the mark on a thin book."""
+        mark = self.states[contract.symbol].mark
+        if mark <= 0:
+            return
+        is_long = side == BUY
+        for price, qty in entries:
+            cost = contract.value(qty, price)
+            value = contract.value(qty, mark)
+            pnl = contract.pnl(is_long, cost, value)
+            if pnl < 0 and cost // leverage + pnl <= value * contract.maintenance_rate // RATE_ONE:
+                at = format_units(price, contract.price_precision)
+                raise Reject(
+                    Code.PRICE_RANGE,
+                    f"{side} OPEN at {at} is too far from the mark price"
+                    f" {format_units(mark, contract.price_precision)} for leverage {leverage}:"
+                    " the position would start at or below its maintenance margin",
+                )
 
     @staticmethod
     def _would_take(book: OrderBook, order: FuturesOrder) -> bool:

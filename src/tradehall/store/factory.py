@@ -26,6 +26,26 @@ def database_problem(database: str) -> str | None:
     )
 
 
+IDENTITY_KEYS = ("host", "hostaddr", "port", "dbname", "user", "options")
+"""What names a PostgreSQL store (its schema by ``options``' search_path); a password or an
+application name does not."""
+
+
+def store_identity(database: str | None) -> dict[str, str]:
+    """Which store ``database`` names, comparable between processes and safe to write down
+    (never the password): SQLite is the data folder's own."""
+    if not database:
+        return {"kind": "sqlite"}
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(database)
+    except Exception:  # unparsable: it names no store a server could be running on
+        return {"kind": "postgresql", "unparsable": "yes"}
+    named = {k: str(parts[k]) for k in IDENTITY_KEYS if parts.get(k) not in (None, "")}
+    return {"kind": "postgresql", **named}
+
+
 def open_store(
     database: str | None, data_dir: str | os.PathLike[str], *, synchronous: str = "full"
 ) -> Store:

@@ -953,6 +953,11 @@ def test_liquidation_waits_for_a_bid_then_completes(
     assert (v["riskStatus"], assets(v)["USDT"][2]) == ("LIQUIDATION", "4000.00000000")
     assert assets(v)["BTC"] == ("0.09992000", ZERO, ZERO, ZERO)
     assert system(env)["insurance"]["USDT"] == ("100000.00000000", ZERO)
+    # While it waits, the account takes no new order: its liquidation would end it at once,
+    # after an answer saying NEW.
+    before = view(alice)
+    refused(margin_order(alice, "BUY", "0.001", "20000"), -2016)
+    assert view(alice) == before
     dave = env.trader({"USDT": "10000"})
     dave.create_order("BTCUSDT", "BUY", "LIMIT", "0.1", price="43900")
     v = view(alice)

@@ -180,6 +180,14 @@ class Engine:
             return state
         margin_account = self._margin_account(cmd.account, pair.symbol)
         assert margin_account is not None
+        if margin_account.id in self.margin.waiting:
+            # Its liquidation would cancel the order within this very command: the answer
+            # would say NEW for an order already ended.
+            raise Reject(
+                Code.TRADING_FROZEN,
+                "this margin account is being liquidated (waiting for liquidity on"
+                f" {pair.symbol}): it takes no new orders until that is done",
+            )
         if shortfall > 0:
             self.margin.check_borrow(margin_account, asset, shortfall)  # auto-borrow
         if cmd.dry_run:

@@ -1118,7 +1118,7 @@ def _with_store(
 ) -> None:
     """Run ``action`` on the store alone (and its data folder), holding the folder's lock
     (and, on PostgreSQL, the database's): never beside a running server. ``existing``: refuse
-    a data folder that holds no exchange instead of creating one."""
+    a store that holds no exchange (a mistyped --data-dir or URL) instead of creating one."""
     try:
         cfg, datadir = _load(config, data_dir, database)
         note = _creation_note(cfg, datadir)
@@ -1129,6 +1129,11 @@ def _with_store(
                 store = _open_store(cfg, datadir)
                 _say(note)
                 try:
+                    if existing and store.schema_version() == 0:  # PostgreSQL: nothing made
+                        raise CliError(
+                            "no exchange in this database (its schema was never created)",
+                            int(Code.BAD_PARAM),
+                        )
                     result = action(store, datadir)
                 finally:
                     store.close()
@@ -1182,8 +1187,6 @@ def db_export(
     """Write every table to a file that `db import` loads into another store (of either kind)."""
 
     def export(store: Store, _: DataDir) -> Any:
-        if store.schema_version() == 0:  # a database never used by tradehall (mistyped URL)
-            raise CliError("no exchange in this database (its schema was never created)", -1102)
         version = store.migrate()
         partial = out.with_name(out.name + ".partial")
         try:

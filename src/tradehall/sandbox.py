@@ -49,12 +49,13 @@ def starting_balances(ex: Exchange, user_id: int) -> tuple[dict[str, int], dict[
     stop quoting one side); for anyone else ``[simulation.reset]``, by default what
     ``serve --demo`` gives the demo account."""
     assets = ex.config.markets.assets
-    market = participant_market(ex.users[user_id].name)
+    name = ex.users[user_id].name
+    market = participant_market(name)
     if market is not None:
         funded = {
             asset: record.amount
             for asset in assets
-            if (record := ex.engine.transfers.get(funding_tx(ex.users[user_id].name, asset)))
+            if (record := ex.engine.transfers.get(funding_tx(name, asset)))
             and record.account == user_id
         }
         if market in ex.config.markets.contracts:

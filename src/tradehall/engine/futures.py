@@ -45,7 +45,7 @@ from tradehall.engine.futures_model import (
     clearing_account,
     futures_account,
 )
-from tradehall.engine.futures_risk import unrealized
+from tradehall.engine.futures_risk import maintenance_of, unrealized
 from tradehall.engine.ledger import MAX_BALANCE, Ledger
 from tradehall.engine.orders import (
     BUY,
@@ -536,7 +536,7 @@ class Futures:
             cost = contract.value(qty, price)
             value = contract.value(qty, mark)
             pnl = contract.pnl(is_long, cost, value)
-            if pnl < 0 and cost // leverage + pnl <= value * contract.maintenance_rate // RATE_ONE:
+            if pnl < 0 and cost // leverage + pnl <= maintenance_of(contract, value):
                 at = format_units(price, contract.price_precision)
                 raise Reject(
                     Code.PRICE_RANGE,

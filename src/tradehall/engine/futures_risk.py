@@ -31,7 +31,12 @@ def unrealized(contract: ContractSpec, pos: Position, mark: int) -> int:
 def maintenance(contract: ContractSpec, pos: Position, mark: int) -> int:
     if not pos.volume or mark <= 0:
         return 0
-    return contract.value(pos.volume, mark) * contract.maintenance_rate // RATE_ONE
+    return maintenance_of(contract, contract.value(pos.volume, mark))
+
+
+def maintenance_of(contract: ContractSpec, value: int) -> int:
+    """The maintenance margin of a position worth ``value`` (margin-coin units)."""
+    return value * contract.maintenance_rate // RATE_ONE
 
 
 def value_where(contract: ContractSpec, pos: Position, margin: int, rate: int) -> Decimal:

@@ -36,11 +36,12 @@ def store_identity(database: str | None) -> dict[str, str]:
     (never the password): SQLite is the data folder's own."""
     if not database:
         return {"kind": "sqlite"}
+    from psycopg import ProgrammingError
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         parts = conninfo_to_dict(database)
-    except Exception:  # unparsable: it names no store a server could be running on
+    except ProgrammingError:  # unparsable: it names no store a server could be running on
         return {"kind": "postgresql", "unparsable": "yes"}
     named = {k: str(parts[k]) for k in IDENTITY_KEYS if parts.get(k) not in (None, "")}
     return {"kind": "postgresql", **named}

@@ -349,6 +349,9 @@ class SQLStore(Generic[C]):
 
     def _version(self, conn: C) -> int:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        return self._applied(conn)
+
+    def _applied(self, conn: C) -> int:
         return int(self._one(conn, "SELECT MAX(version) FROM schema_version")[0] or 0)
 
     def schema_version(self) -> int:
@@ -359,9 +362,7 @@ class SQLStore(Generic[C]):
                 if self.dialect == SQLITE
                 else "SELECT 1 WHERE to_regclass('schema_version') IS NOT NULL"
             )
-            if not self._one(conn, exists):
-                return 0
-            return int(self._one(conn, "SELECT MAX(version) FROM schema_version")[0] or 0)
+            return self._applied(conn) if self._one(conn, exists) else 0
 
     def migrate(self, upto: int | None = None) -> int:
         """Apply every migration not applied yet (up to version ``upto`` if given: tests and

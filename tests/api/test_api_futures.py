@@ -685,13 +685,7 @@ def test_market_open_is_sized_by_value(env: Env) -> None:
     history = {h["orderId"]: h for h in ok(post(taker, "/orderHistorical", {}))}
     assert (history[short]["dealVolume"], history[short]["status"]) == (50, 4)
     assert (history[bought]["dealVolume"], history[bought]["status"]) == (50, 2)
-    # The family's orderUnit: 3 (value) and a client's usual 2 both mean the value here.
-    placed(order(maker, "SELL", "OPEN", 3, "30000"))
-    for unit in (3, "3", 2):
-        value_order = placed(order(taker, "BUY", "OPEN", "30", kind="MARKET", orderUnit=unit))
-        detail = ok(get(taker, "/order", {"contractName": BTC, "orderId": value_order}))
-        assert (detail["origQty"], detail["executedQty"]) == (30, 1)
-    refused(order(taker, "BUY", "OPEN", "30", kind="MARKET", orderUnit=1), -1102)
+    # orderUnit 2 or 1 sizes it in contracts or coin instead: test_api_futures_order_unit.py.
 
 
 def test_an_open_far_from_the_mark_that_would_start_bankrupt_is_refused(env: Env) -> None:
@@ -752,10 +746,10 @@ def test_catalogue_errors_of_orders(env: Env) -> None:
     refused(place(volume=100), -2017)  # 100 contracts hold 300 + fees; 100 USDT in futures
     refused(place(side="SELL", open="CLOSE"), -2017)  # no long to close
     refused(place(side="BUY", open="CLOSE"), -2017)  # no short to close
-    # orderUnit other than contracts would change what volume means: refused, never ignored
-    # (100 USDT of value read as 100 contracts is 30 times the order meant).
+    # orderUnit 3 (value) on a LIMIT order would change what volume means: refused, never
+    # ignored (100 USDT of value read as 100 contracts is 30 times the order meant).
     before = ok(get(client, "/account"))
-    for unit in (1, 3, "3"):
+    for unit in (3, "3"):
         msg = refused(place(orderUnit=unit), -1102)
         assert "orderUnit" in msg and "contracts" in msg
         msg = refused(post(client, "/conditionOrder", {**base, "orderUnit": unit,
@@ -1132,9 +1126,11 @@ def test_client_futures_methods(env: Env) -> None:
     assert client.futures_edit_lever(BTC, 5)["nowLevel"] == 5
     assert client.futures_edit_margin_model(BTC, 2)["positionModel"] == 2
     placed(order(maker, "SELL", "OPEN", 10, "30000"))
-    bought = client.futures_create_order(BTC, "BUY", "MARKET", "OPEN", "300")
+    bought = client.futures_create_order(BTC, "BUY", "MARKET", "OPEN", 10, order_unit=2)
     assert client.futures_get_order(BTC, bought["orderId"])["executedQty"] == 10
-    stop = client.futures_condition_order(BTC, "SELL", "MARKET", "CLOSE", 5, 1, "29000")
+    stop = client.futures_condition_order(
+        BTC, "SELL", "MARKET", "CLOSE", 5, 1, "29000", order_unit=2
+    )
     resting = client.futures_create_order(
         BTC, "BUY", "LIMIT", "OPEN", 1, "29000", client_order_id="r", time_in_force="GTC"
     )

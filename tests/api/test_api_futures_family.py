@@ -145,3 +145,24 @@ def test_edit_user_position_model_is_two_way_only(env: Env) -> None:
         ({"contractName": "NOPE", "positionModel": 2}, -1121),
     ):
         refused(post(client, "/edit_user_position_model", body), code)
+
+
+def test_edit_user_margin_model_takes_the_familys_margin_model_field(env: Env) -> None:
+    """Some of the family's documents and SDKs name the margin mode ``marginModel`` (1 cross,
+    2 isolated) on this endpoint; the contract's ``positionModel`` means the same here."""
+    set_index(env, "30000")
+    client = trader(env)
+    mode = ok(post(client, "/edit_user_margin_model", {"contractName": BTC, "marginModel": 2}))
+    assert mode["positionModel"] == 2
+    both = {"contractName": BTC, "marginModel": "1", "positionModel": 1}
+    assert ok(post(client, "/edit_user_margin_model", both))["positionModel"] == 1
+    for body, code in (
+        ({"contractName": BTC, "marginModel": 2, "positionModel": 1}, -1102),
+        ({"contractName": BTC, "marginModel": 3}, -1102),
+        ({"contractName": BTC}, -1102),
+    ):
+        refused(post(client, "/edit_user_margin_model", body), code)
+    # Only with nothing open on the contract, as for positionModel.
+    long_position(env, client)
+    refused(post(client, "/edit_user_margin_model", {"contractName": BTC, "marginModel": 2}), -1020)
+    env.audit()

@@ -76,6 +76,7 @@ from tradehall.engine.futures_model import (
     ContractState,
     FundingRecord,
     FuturesChanged,
+    FuturesOrderState,
     Position,
 )
 from tradehall.engine.futures_risk import maintenance, unrealized
@@ -170,10 +171,22 @@ class Run:
         for pos in fx.all_positions():
             self.positions.setdefault(pos.id, pos)
         self.count(result.events)
+        self.check_sized(cmd, result.reply)
         self.check_funding(result.events, before, sides)
         self.check_state(cmd)
         self.check_documents(result.events, cmd)
         self.check_socialized(socialized, result.events, cmd)
+
+    def check_sized(self, cmd: Any, reply: Any) -> None:
+        """An order sized in contracts never trades more than it asked for, and ends FILLED
+        exactly when it got all of them (a MARKET order's rest is canceled, not rested)."""
+        if not isinstance(cmd, FuturesPlace) or cmd.trigger_type or cmd.money:
+            return
+        assert isinstance(reply, FuturesOrderState)
+        assert reply.qty == cmd.volume and reply.filled <= cmd.volume, (cmd, reply)
+        if cmd.type == MARKET:
+            assert (reply.status == "FILLED") == (reply.filled == cmd.volume), (cmd, reply)
+            assert reply.status in ("FILLED", "CANCELED"), (cmd, reply)
 
     def count(self, events: list[Any]) -> None:
         for event in events:
@@ -368,7 +381,7 @@ def draw_place(source: Source, run: Run) -> FuturesPlace:
         if held is not None and source.choice((True, True, False)):
             volume = max(1, min(volume, held.volume - held.pending_close))
     money = 0
-    if kind == MARKET and action == OPEN:
+    if kind == MARKET and action == OPEN and source.choice((True, False)):  # else in contracts
         spec = run.fx.contracts[contract]
         money = spec.money(volume, run.index(contract))
         volume = 0

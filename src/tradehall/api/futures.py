@@ -67,6 +67,7 @@ from tradehall.engine.futures_model import (
 )
 from tradehall.engine.orders import GTC, LIMIT, MARKET
 from tradehall.marketdata import Interval
+from tradehall.units import format_units_trimmed
 
 PREFIX = "/futures/open/fapi/v1"
 ROOT = "/fapi/v1"
@@ -160,13 +161,14 @@ def place_command(
         trigger_price = req.value("triggerPrice", decimals=contract.price_precision) or 0
     else:
         tif = req.value("timeInForce") or GTC
-    _check_order_unit(req.value("orderUnit"), order_type == MARKET and action == OPEN)
     price = volume = money = 0
     if order_type == LIMIT:
         price = req.value("price", decimals=contract.price_precision) or 0
-        volume = req.value("volume", decimals=0) or 0
-    elif action == OPEN:
+    unit = volume_unit(req.value("orderUnit"), order_type == MARKET and action == OPEN)
+    if unit == VALUE:
         money = req.value("volume", decimals=MONEY_DECIMALS) or 0
+    elif unit == COIN:
+        volume = contracts_of_coin(contract, req.value("volume", decimals=MONEY_DECIMALS) or 0)
     else:
         volume = req.value("volume", decimals=0) or 0
     return FuturesPlace(
@@ -187,22 +189,40 @@ def place_command(
     )
 
 
-ORDER_UNITS = {1: "coin", 2: "contracts", 3: "value"}
+COIN, CONTRACTS, VALUE = 1, 2, 3
+"""The family's ``orderUnit``: what an order's ``volume`` counts."""
+ORDER_UNITS = {COIN: "coin", CONTRACTS: "contracts", VALUE: "value"}
 
 
-def _check_order_unit(unit: int | None, volume_is_value: bool) -> None:
-    """The family's ``orderUnit`` says what ``volume`` counts. tradehall reads it as contracts,
-    or as the value for a MARKET OPEN (where a client's usual 2 is taken as before). Another
-    unit is refused: ignored, it would size the order wrongly (100 USDT read as 100
-    contracts)."""
-    if unit is None or unit == 2 or (unit == 3 and volume_is_value):
-        return
-    meant = "the order value" if volume_is_value else "a number of contracts"
+def volume_unit(unit: int | None, market_open: bool) -> int:
+    """What ``volume`` counts on an order: the ``orderUnit`` the client names, else the seed's
+    default (the value for a MARKET OPEN, contracts otherwise). The value is taken only on a
+    MARKET OPEN, where it is a budget; elsewhere it is refused, never ignored: ignored, it
+    would size the order in another unit than the client meant (100 USDT as 100 contracts)."""
+    if unit is None:
+        return VALUE if market_open else CONTRACTS
+    if unit != VALUE or market_open:
+        return unit
     raise ApiError(
         Code.BAD_PARAM,
-        f"orderUnit {unit} ({ORDER_UNITS[unit]}) is not supported for this order: send volume"
-        f" as {meant} ({'orderUnit 3, or none' if volume_is_value else 'orderUnit 2, or none'})",
+        "orderUnit 3 (value) is taken on a MARKET OPEN only: send volume in contracts"
+        " (orderUnit 2, or none) or in the contract's coin (orderUnit 1)",
     )
+
+
+def contracts_of_coin(contract: ContractSpec, amount: int) -> int:
+    """Whole contracts of an ``amount`` (in 10**-8) of the contract's ``multiplierCoin``; an
+    amount that is not a whole number of contracts is refused rather than rounded."""
+    per_contract = int(contract.multiplier.scaleb(MONEY_DECIMALS))
+    contracts, rest = divmod(amount, per_contract)
+    if rest:
+        face = format_units_trimmed(per_contract, MONEY_DECIMALS)
+        raise ApiError(
+            Code.PRECISION,
+            f"volume in orderUnit 1 must be a whole number of contracts of {face}"
+            f" {contract.multiplier_coin}",
+        )
+    return contracts
 
 
 async def create_order(call: Call) -> Any:
@@ -465,9 +485,15 @@ async def edit_lever(call: Call) -> Any:
 async def edit_margin_model(call: Call) -> Any:
     req = reading(call.params, EditMarginModelRequest)
     contract = need_contract(call, req)
-    model: int = req.value("positionModel")
+    models = {req.value("positionModel"), req.value("marginModel")} - {None}
+    if not models:
+        raise ApiError(
+            Code.BAD_PARAM, "mandatory parameter 'positionModel' (or 'marginModel') was not sent"
+        )
+    if len(models) > 1:
+        raise ApiError(Code.BAD_PARAM, "positionModel and marginModel disagree: send one")
     setting: Setting = call.exchange.apply(
-        SetMarginMode(call.now, call.user, contract.symbol, model)
+        SetMarginMode(call.now, call.user, contract.symbol, models.pop())
     )
     return await call.once_durable(_setting(setting))
 

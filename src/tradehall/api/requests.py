@@ -545,10 +545,10 @@ OrderUnitParam = Annotated[
     Annotated[
         Literal[1, 2, 3],
         Meta(
-            description="The family's unit of `volume`: 1 coin, 2 contracts, 3 value in the"
-            " quote currency. tradehall takes `volume` as contracts (2), or as the value for"
-            " a MARKET OPEN (3; 2 is accepted there too); any other unit is refused rather"
-            " than ignored, since ignoring it would size the order wrongly."
+            description="The family's unit of `volume`: 1 an amount of the contract's"
+            " `multiplierCoin` (a whole number of contracts, else -1111), 2 contracts, 3 the"
+            " value in the quote currency (a MARKET OPEN's budget; refused elsewhere)."
+            " Absent: the value for a MARKET OPEN, contracts on every other order."
         ),
     ]
     | Literal["1", "2", "3"]
@@ -558,8 +558,9 @@ OrderUnitParam = Annotated[
 
 
 class FuturesOrderRequest(RequestSchema, frozen=True):
-    """A new futures order. ``volume`` is a number of contracts, except for a MARKET OPEN
-    order: its value in the quote currency. LIMIT needs ``price``. BUY+OPEN opens a long,
+    """A new futures order. ``volume`` counts what ``orderUnit`` says; without it, a number of
+    contracts, except for a MARKET OPEN order: its value in the quote currency. LIMIT needs
+    ``price``. BUY+OPEN opens a long,
     SELL+CLOSE reduces it; SELL+OPEN opens a short, BUY+CLOSE reduces it."""
 
     contract_name: Contract
@@ -657,11 +658,20 @@ class EditLeverRequest(RequestSchema, frozen=True):
     recv_window: RecvWindowBody = 5000
 
 
+_MarginModel = Annotated[
+    Literal[1, 2] | Literal["1", "2"] | UnsetType, Integer(minimum=1, maximum=2)
+]
+
+
 class EditMarginModelRequest(RequestSchema, frozen=True):
-    """Extension. Only with no open position or order on the contract (else -1020)."""
+    """Extension: the margin mode of the caller's positions on the contract, 1 cross or 2
+    isolated, in ``positionModel`` or, as some of the family's documents name it,
+    ``marginModel`` (either; both must agree). Only with no open position or order on the
+    contract (else -1020)."""
 
     contract_name: Contract
-    position_model: _PositionModel
+    position_model: _MarginModel = UNSET
+    margin_model: _MarginModel = UNSET
     recv_window: RecvWindowBody = 5000
 
 

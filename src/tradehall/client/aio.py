@@ -352,11 +352,15 @@ class AsyncClient:
         position_type: int | None = None,
         client_order_id: str | None = None,
         time_in_force: str | None = None,
+        order_unit: int | None = None,
         recv_window: int | str | None = None,
     ) -> Any:
-        """POST /futures/open/fapi/v1/order (``volume``: contracts, or the value of a MARKET
-        OPEN order in the quote currency)."""
-        extra = r.compact({"timeInForce": time_in_force, "recvWindow": recv_window})
+        """POST /futures/open/fapi/v1/order. ``volume`` counts what ``order_unit`` says (1 the
+        contract's coin, 2 contracts, 3 the value: a MARKET OPEN only); without it, contracts,
+        or the value of a MARKET OPEN order in the quote currency."""
+        extra = r.compact(
+            {"timeInForce": time_in_force, "orderUnit": order_unit, "recvWindow": recv_window}
+        )
         body = r.futures_order_body(
             contract, side, type, open, volume, price, position_type, client_order_id, extra
         )
@@ -375,11 +379,18 @@ class AsyncClient:
         *,
         position_type: int | None = None,
         client_order_id: str | None = None,
+        order_unit: int | None = None,
         recv_window: int | str | None = None,
     ) -> Any:
-        """POST /futures/open/fapi/v1/conditionOrder."""
+        """POST /futures/open/fapi/v1/conditionOrder (``volume`` and ``order_unit`` as for
+        ``futures_create_order``)."""
         extra = r.compact(
-            {"triggerType": trigger_type, "triggerPrice": trigger_price, "recvWindow": recv_window}
+            {
+                "triggerType": trigger_type,
+                "triggerPrice": trigger_price,
+                "orderUnit": order_unit,
+                "recvWindow": recv_window,
+            }
         )
         body = r.futures_order_body(
             contract, side, type, open, volume, price, position_type, client_order_id, extra

@@ -107,9 +107,9 @@ class FuturesPlace(msgspec.Struct, frozen=True, gc=False):
     price: int = 0
     """Ticks; 0 for MARKET."""
     volume: int = 0
-    """Contracts; 0 for a MARKET OPEN (sized by ``money``)."""
+    """Contracts; 0 for a MARKET OPEN sized by ``money``."""
     money: int = 0
-    """MARKET OPEN only: order value in 10**-8 quote."""
+    """MARKET OPEN sized by value (``volume`` 0): the order value in 10**-8 quote."""
     position_type: int = 0
     """1 cross, 2 isolated; 0 uses the user's setting on the contract."""
     tif: str = GTC

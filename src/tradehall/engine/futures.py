@@ -348,6 +348,8 @@ class Futures:
         position_type = cmd.position_type or setting.position_type
         if position_type not in (CROSS, ISOLATED):
             raise Reject(Code.BAD_PARAM, "positionType must be 1 (cross) or 2 (isolated)")
+        if cmd.money and (cmd.type != MARKET or cmd.action != OPEN or cmd.volume):
+            raise Reject(Code.BAD_PARAM, "only a MARKET OPEN is sized by value, not also by volume")
         if cmd.type == LIMIT:
             if cmd.tif not in (GTC, IOC, FOK, POST_ONLY):
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce must be IOC, FOK or POST_ONLY")
@@ -361,7 +363,7 @@ class Futures:
         elif cmd.type == MARKET:
             if cmd.tif != GTC:
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce applies to LIMIT orders only")
-            if cmd.action == OPEN:
+            if cmd.action == OPEN and cmd.volume == 0:  # sized by value
                 if cmd.money <= 0 or cmd.money < contract.min_money:
                     raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
                 if cmd.money > contract.max_market_money:
@@ -472,7 +474,7 @@ class Futures:
         symbol = contract.symbol
         fills, reached = self.plan(contract, cmd.user, cmd.side, cmd.price, cmd.volume, cmd.money)
         planned = sum(q for _, q in fills)
-        volume = planned if cmd.type == MARKET and cmd.action == OPEN else cmd.volume
+        volume = planned if cmd.money else cmd.volume
         rests = cmd.type == LIMIT and cmd.tif in (GTC, POST_ONLY)
         hold = 0
         if cmd.action == OPEN:

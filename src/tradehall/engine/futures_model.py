@@ -170,9 +170,10 @@ class FuturesOrderState(msgspec.Struct, frozen=True, gc=False):
     price: int
     """Ticks; 0 for MARKET."""
     qty: int
-    """Contracts (for a MARKET OPEN: what its money bought, known when it is placed)."""
+    """Contracts (for a MARKET OPEN sized by value: what its money bought, known when it is
+    placed)."""
     money: int
-    """MARKET OPEN only: the order value asked for, in 10**-8 quote."""
+    """A MARKET OPEN sized by value: the order value asked for, in 10**-8 quote (else 0)."""
     filled: int
     filled_value: int
     """Margin-coin value of the fills."""

@@ -421,17 +421,23 @@ def start_engine(data_dir: Path, subject: str, *extra: str, nats: str = NATS_URL
 
 
 def start_gateway(
-    subject: str, *extra: str, workers: int = 1, timeout: float = 20.0, nats: str = NATS_URL
+    subject: str,
+    *extra: str,
+    workers: int = 1,
+    timeout: float = 20.0,
+    nats: str = NATS_URL,
+    rate_limits: bool = False,
 ) -> ServerProcess:
     """`tradehall gateway` on a free loopback port for the engine under ``subject``; returns
-    once it answers (its ``data_dir`` is meaningless: a gateway has none)."""
+    once it answers (its ``data_dir`` is meaningless: a gateway has none). Rate limits are off
+    unless asked for, as with ``start_server``."""
     proc = subprocess.Popen(
         tradehall_command(
             "gateway",
             "--port",
             "0",
             "--json",
-            "--no-rate-limits",
+            *([] if rate_limits else ["--no-rate-limits"]),
             "--nats",
             nats,
             "--engine-subject",

@@ -54,8 +54,13 @@ _WEBSOCKET_KEYS = (
     "queue_frames",
     "max_message_bytes",
 )
+_NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")
+_NAMESPACE_RULE = (
+    "must be 1 to 48 letters, digits, '_', '-' or '.', starting with a letter or digit"
+)
 _LIMIT_KEYS = (
     "storage",
+    "namespace",
     "signed_default",
     "public_per_ip",
     "global_per_ip",
@@ -157,6 +162,9 @@ class LimitSettings:
     enabled: bool = True
     storage: str = "memory://"
     """``memory://`` or a Redis URL (``redis://host:6379``) shared by several processes."""
+    namespace: str = ""
+    """This venue's part of every Redis key (``tradehall:<namespace>:...``); empty: the one
+    derived from the store's identity (``tradehall.venue``)."""
     signed_default: Rate = (100, 2)
     """Per key, for signed endpoints the seed's table leaves open."""
     public_per_ip: Rate = (200, 2)
@@ -554,9 +562,13 @@ def _limits(doc: _Document, value: object, enabled: bool) -> LimitSettings:
     storage = table.string("storage", defaults.storage)
     if not storage.startswith(("memory://", "redis://", "rediss://")):
         raise table.error("storage", "must be memory:// or a redis:// URL")
+    namespace = table.string("namespace", defaults.namespace)
+    if "namespace" in table.values and not _NAMESPACE_RE.fullmatch(namespace):
+        raise table.error("namespace", _NAMESPACE_RULE)
     return LimitSettings(
         enabled=enabled,
         storage=storage,
+        namespace=namespace,
         signed_default=_rate(table, "signed_default", defaults.signed_default),
         public_per_ip=_rate(table, "public_per_ip", defaults.public_per_ip),
         global_per_ip=_rate(table, "global_per_ip", defaults.global_per_ip),

@@ -4,17 +4,22 @@ Redis (several processes share the counts)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import coredis
 import pytest
 from starlette.testclient import TestClient
 
 from support import ADMIN_TOKEN, BASE_URL, ClientClock, FakeClock, make_exchange
 from tradehall.api.app import create_app
+from tradehall.api.replay import make_guard
 from tradehall.client import AdminClient, Client
 from tradehall.config import LimitSettings
 
@@ -117,3 +122,82 @@ def test_public_limit_per_ip_then_ban_with_418(limited: Limited) -> None:
 def test_admin_api_is_never_rate_limited(limited: Limited) -> None:
     for _ in range(30):
         assert limited.admin.status()["writable"] is True
+
+
+# --- venues sharing one Redis -----------------------------------------------------------------
+
+REDIS = "redis://127.0.0.1:6379"
+needs_redis = pytest.mark.skipif(
+    not redis_available(), reason="no Redis on 127.0.0.1:6379: venue namespaces untested"
+)
+
+
+def shared_redis_settings(namespace: str = "") -> LimitSettings:
+    return LimitSettings(
+        enabled=True,
+        storage=REDIS,
+        namespace=namespace,
+        public_per_ip=(5, 2),
+        global_per_ip=(1000, 10),
+        ban_after=3,
+        ban_seconds=2 + int(uuid.uuid4().int % 50),
+    )
+
+
+@contextmanager
+def venue(data: Path, settings: LimitSettings, ip: str) -> Iterator[Client]:
+    """A venue of its own (its own store) on ``settings``, seen from ``ip``."""
+    exchange = make_exchange(data)
+    app = create_app(exchange, admin_token=ADMIN_TOKEN, limits=settings, run_scheduler=False)
+    try:
+        with TestClient(app, client=(ip, 5000)) as http:
+            yield Client(BASE_URL, http=http)
+    finally:
+        exchange.store.close()
+
+
+def earn_ban(public: Client) -> None:
+    for _ in range(5 + 4):  # the budget, then the refusals that end in a ban
+        public.request("GET", "/spot/open/sapi/v1/time", signed=False)
+    assert public.request("GET", "/spot/open/sapi/v1/ping", signed=False).status_code == 418
+
+
+def random_ip() -> str:
+    return f"127.1.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+
+
+@needs_redis
+def test_venues_on_one_redis_keep_their_limits_and_bans_apart(tmp_path: Path) -> None:
+    settings, ip = shared_redis_settings(), random_ip()
+    with venue(tmp_path / "a", settings, ip) as a, venue(tmp_path / "b", settings, ip) as b:
+        earn_ban(a)
+        answers = [b.request("GET", "/spot/open/sapi/v1/time", signed=False) for _ in range(5)]
+        assert [r.status_code for r in answers] == [200] * 5  # its own budget, untouched
+        assert b.request("GET", "/spot/open/sapi/v1/ping", signed=False).status_code == 429
+
+
+@needs_redis
+def test_one_configured_namespace_is_one_venue(tmp_path: Path) -> None:
+    namespace = f"test-{uuid.uuid4().hex[:12]}"
+    settings, ip = shared_redis_settings(namespace), random_ip()
+    with venue(tmp_path / "a", settings, ip) as a, venue(tmp_path / "b", settings, ip) as b:
+        earn_ban(a)
+        assert b.request("GET", "/spot/open/sapi/v1/ping", signed=False).status_code == 418
+    keys = asyncio.run(redis_keys(f"tradehall:{namespace}:*"))
+    assert f"tradehall:{namespace}:TH-BAN/{ip}/1/{settings.ban_seconds}/second" in keys
+
+
+async def redis_keys(pattern: str) -> set[str]:
+    client = coredis.Redis.from_url(REDIS, decode_responses=True)
+    return set(await client.keys(pattern))
+
+
+@needs_redis
+def test_replay_guards_of_two_venues_do_not_share_signatures() -> None:
+    async def uses() -> list[bool]:
+        a, b = f"test-a-{uuid.uuid4().hex[:8]}", f"test-b-{uuid.uuid4().hex[:8]}"
+        signature, now = uuid.uuid4().hex, int(time.time() * 1000)
+        guards = [make_guard(REDIS, a), make_guard(REDIS, b), make_guard(REDIS, a)]
+        return [await guard.first_use(signature, now + 5000, now) for guard in guards]
+
+    assert asyncio.run(uses()) == [True, True, False]  # the third is venue a's again

@@ -22,6 +22,7 @@ from tradehall.cluster.protocol import (
     Answered,
     Commands,
     Forwarded,
+    KeySet,
     Replies,
     decode_commands,
     encode,
@@ -202,3 +203,35 @@ def test_no_engine_is_a_503_at_once() -> None:
     assert (refused.value.status, refused.value.code) == (503, -1001)
     assert "no engine" in refused.value.msg
     assert time.monotonic() - started < 4  # not the timeout: NATS says no one listens
+
+
+def test_a_gateway_keys_redis_with_the_namespace_its_engine_tells() -> None:
+    """No store of its own: until its engine tells the venue's namespace (with the keys), a
+    gateway on Redis admits nothing; ``[limits] namespace`` in its config wins."""
+    redis = "redis://127.0.0.1:6379"
+
+    async def scenario() -> tuple[str | None, str | None, int]:
+        subject = f"test-{uuid.uuid4().hex}"
+        engine = await connect(NATS_URL, "stand-in engine")
+
+        async def on_keys(msg: Msg) -> None:
+            await msg.respond(encode(KeySet([], "told-by-engine")))
+
+        told = Gateway(NATS_URL, subject, limits=LimitSettings(storage=redis))
+        configured = Gateway(
+            NATS_URL, subject, limits=LimitSettings(storage=redis, namespace="own")
+        )
+        assert told.namespace is None and told.limiter is not None
+        with pytest.raises(ApiError) as refused:
+            await told.limiter.admit_ip("127.0.0.1")
+        try:
+            await engine.subscribe(f"{subject}.keys", cb=on_keys)
+            await engine.flush()
+            async with told.running(), configured.running():
+                assert told.limiter.namespace == told.namespace
+                return told.namespace, configured.namespace, refused.value.status
+        finally:
+            await engine.close()
+
+    told, configured, status = asyncio.run(scenario())
+    assert (told, configured, status) == ("told-by-engine", "own", 503)

@@ -37,6 +37,7 @@ from tradehall.sim.settings import SimulationSettings
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.hub import Hub
 from tradehall.stream.routes import routes as stream_routes
+from tradehall.venue import venue_namespace
 from tradehall.web import pages
 
 
@@ -198,13 +199,14 @@ def create_app(
     the admin API only, without streams or pages."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
+    namespace = venue_namespace(settings, exchange.store)
     state = AppState(
         exchange,
         committer,
         clock,
         admin_token,
-        limiter=RateLimiter(settings) if settings.enabled else None,
-        replay=make_guard(settings.storage),
+        limiter=RateLimiter(settings, namespace) if settings.enabled else None,
+        replay=make_guard(settings.storage, namespace),
         max_ahead_ms=max_clock_ahead_ms,
         admin_remote=admin_remote,
     )

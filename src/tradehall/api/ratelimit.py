@@ -6,6 +6,8 @@ server processes share them).
 - Exceeding a limit: HTTP 429, code -1003, ``Retry-After``.
 - An IP that keeps sending after its 429s (more than ``ban_after`` refusals within a minute) is
   banned: HTTP 418 for ``ban_seconds`` (default 2 minutes), and the ban is logged.
+- In Redis every key starts with ``tradehall:<namespace>:`` (``tradehall.venue``), so venues
+  sharing one Redis never share a count or a ban.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import time
 
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.strategies import MovingWindowRateLimiter
-from limits.storage import storage_from_string
+from limits.storage import StorageTypes, storage_from_string
 
 from tradehall.api.errors import ApiError
 from tradehall.codes import Code
 from tradehall.config import LimitSettings, Rate
+from tradehall.venue import key_prefix, uses_redis
 
 log = logging.getLogger("tradehall.limits")
 
@@ -50,18 +53,48 @@ def async_storage_uri(uri: str) -> str:
     return uri if uri.startswith("async+") else "async+" + uri
 
 
+def limits_storage(uri: str, namespace: str) -> StorageTypes:
+    if uses_redis(uri):
+        return storage_from_string(async_storage_uri(uri), key_prefix=key_prefix(namespace))
+    return storage_from_string(async_storage_uri(uri))
+
+
+def namespace_unknown() -> ApiError:
+    return ApiError(
+        Code.INTERNAL,
+        "this gateway does not know its venue yet (its engine has not answered); try again",
+        status=503,
+    )
+
+
 class RateLimiter:
-    def __init__(self, settings: LimitSettings) -> None:
+    """``namespace`` None: not known yet (a gateway whose engine has not told it); with a Redis
+    storage every request is then refused (503) until ``use_namespace``."""
+
+    def __init__(self, settings: LimitSettings, namespace: str | None) -> None:
         self.settings = settings
-        self._limiter = MovingWindowRateLimiter(
-            storage_from_string(async_storage_uri(settings.storage))
-        )
+        self.namespace: str | None = None
+        self._window: MovingWindowRateLimiter | None = None
+        if namespace is not None or not uses_redis(settings.storage):
+            self.use_namespace(namespace or "")
         self._global = _item(settings.global_per_ip, "TH-IP")
         self._public = _item(settings.public_per_ip, "TH-PUB")
         self._default = _item(settings.signed_default, "TH-KEY")
         self._rules = {name: _item(rate, "TH-KEY") for name, rate in SEED_LIMITS.items()}
         self._strikes = RateLimitItemPerSecond(settings.ban_after, 60, namespace="TH-STRIKE")
         self._ban = RateLimitItemPerSecond(1, settings.ban_seconds, namespace="TH-BAN")
+
+    def use_namespace(self, namespace: str) -> None:
+        """Count in ``namespace`` from now on (a new one starts from nothing)."""
+        if self._window is None or namespace != self.namespace:
+            self.namespace = namespace
+            self._window = MovingWindowRateLimiter(limits_storage(self.settings.storage, namespace))
+
+    @property
+    def _limiter(self) -> MovingWindowRateLimiter:
+        if self._window is None:
+            raise namespace_unknown()
+        return self._window
 
     async def admit_ip(self, ip: str) -> None:
         """Before anything else: banned IPs get 418, then the global per-IP limit."""

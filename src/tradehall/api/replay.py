@@ -3,7 +3,9 @@
 A signed request stays valid until ``ts + recvWindow``; its signature is remembered until then
 (in memory, or in Redis when configured so several processes share it), and a second request
 with the same signature is refused. Two byte-identical requests signed in the same millisecond
-are, by construction, one request sent twice.
+are, by construction, one request sent twice. In Redis the key is
+``tradehall:<namespace>:sig:<signature>`` (``tradehall.venue``): venues sharing one Redis
+never see each other's signatures.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Protocol
 
 from tradehall.api.errors import ApiError
 from tradehall.codes import Code
+from tradehall.venue import key_prefix, uses_redis
 
 EXPIRY_MARGIN_MS = 1000
 
@@ -45,24 +48,25 @@ class MemoryReplayGuard:
 
 
 class RedisReplayGuard:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, namespace: str) -> None:
         import coredis
 
         self._redis = coredis.Redis.from_url(url)
+        self._prefix = f"{key_prefix(namespace)}:sig:"
 
     async def first_use(self, signature: str, expires_at: int, now: int) -> bool:
         from coredis import PureToken
 
         ttl = max(1, expires_at - now)
         stored = await self._redis.set(
-            f"tradehall:sig:{signature}", "1", condition=PureToken.NX, px=ttl
+            self._prefix + signature, "1", condition=PureToken.NX, px=ttl
         )
         return bool(stored)
 
 
-def make_guard(storage: str) -> ReplayGuard:
-    if storage.startswith(("redis://", "rediss://", "async+redis://")):
-        return RedisReplayGuard(storage.removeprefix("async+"))
+def make_guard(storage: str, namespace: str) -> ReplayGuard:
+    if uses_redis(storage):
+        return RedisReplayGuard(storage.removeprefix("async+"), namespace)
     return MemoryReplayGuard()
 
 

@@ -53,6 +53,7 @@ from tradehall.cluster.protocol import (
 from tradehall.codes import Code
 from tradehall.exchange import ApiKey
 from tradehall.store.batch import Batch
+from tradehall.venue import derived_namespace
 
 log = logging.getLogger("tradehall.engine")
 
@@ -259,12 +260,17 @@ class EngineService(Service):
         url: str,
         subject: str,
         *,
+        namespace: str | None = None,
         window: int = DEFAULT_WINDOW,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.state = state
         self.url = url
         self.subject = subject
+        self.namespace = (
+            derived_namespace(state.exchange.store.identity()) if namespace is None else namespace
+        )
+        """The venue's Redis namespace, told to the gateways with the keys."""
         self.window = window
         self.started = clock()
         self.table = endpoint_table(client_routes())
@@ -627,7 +633,7 @@ class EngineService(Service):
     # ------------------------------------------------------------- keys
 
     def _key_set(self, keys: Iterable[ApiKey]) -> bytes:
-        return encode(KeySet([KeyInfo.of(key.row) for key in keys]))
+        return encode(KeySet([KeyInfo.of(key.row) for key in keys], self.namespace))
 
     async def _on_keys(self, msg: Msg) -> None:
         await self._respond(msg, self._key_set(self.state.exchange.keys.values()))

@@ -2,7 +2,8 @@
 protection, rate limits) in a process of its own, every admitted request forwarded to the
 engine process over NATS and its answer passed back. Stateless: any number of gateways, on
 any number of machines, serve the same exchange (replay protection and rate limits shared
-through Redis when ``limits.storage`` names it)."""
+through Redis when ``limits.storage`` names it, under the venue's namespace: the configured
+``[limits] namespace``, else the one the engine tells with the keys)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from tradehall.api.errors import ApiError
 from tradehall.api.http import EndpointSpec, encoded
 from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
-from tradehall.api.ratelimit import RateLimiter
-from tradehall.api.replay import make_guard
+from tradehall.api.ratelimit import RateLimiter, namespace_unknown
+from tradehall.api.replay import ReplayGuard, make_guard
 from tradehall.api.spot import server_time
 from tradehall.cluster import (
     DEFAULT_BATCH_DELAY,
@@ -55,6 +56,7 @@ from tradehall.codes import Code
 from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
 from tradehall.sim.settings import FaultSettings
+from tradehall.venue import uses_redis
 
 log = logging.getLogger("tradehall.gateway")
 
@@ -68,6 +70,13 @@ REQUEST_MARGIN = 4096
 
 def engine_unreachable(why: str) -> ApiError:
     return ApiError(Code.INTERNAL, f"the engine is not reachable ({why}); try again", status=503)
+
+
+class _PendingGuard:
+    """The replay guard until the venue's namespace is known."""
+
+    async def first_use(self, signature: str, expires_at: int, now: int) -> bool:
+        raise namespace_unknown()
 
 
 class Gateway(Service):
@@ -93,8 +102,15 @@ class Gateway(Service):
         self.subject = subject
         self.timeout = timeout
         self.clock = clock
-        self.limiter = RateLimiter(limits) if limits.enabled else None
-        self.replay = make_guard(limits.storage)
+        self.storage = limits.storage
+        self.configured_namespace = limits.namespace
+        self.namespace: str | None = None
+        """The venue's Redis namespace; None until known (with Redis, nothing is admitted
+        until then)."""
+        self.limiter = RateLimiter(limits, None) if limits.enabled else None
+        self.replay: ReplayGuard = _PendingGuard()
+        if limits.namespace or not uses_redis(limits.storage):
+            self._use_namespace(limits.namespace)
         self.monitor = Monitor()
         self.max_ahead_ms = max_ahead_ms
         self.keys: dict[str, ApiKey] = {}
@@ -189,10 +205,37 @@ class Gateway(Service):
         except (TimeoutError, nats.errors.Error) as exc:
             log.info("keys not loaded (%s): the engine is not reachable", type(exc).__name__)
             return
-        for info in decode_keys(msg.data).keys:
+        keys = decode_keys(msg.data)
+        self._learn_namespace(keys.namespace)
+        for info in keys.keys:
             self._learn(info)
         self.keys_loaded = True
         self.engine_answers = True
+
+    def _learn_namespace(self, told: str) -> None:
+        """The engine's namespace, unless ``[limits] namespace`` names one (or no Redis)."""
+        if not uses_redis(self.storage):
+            return
+        if self.configured_namespace:
+            if told and told != self.configured_namespace:
+                log.warning(
+                    "[limits] namespace %r differs from the engine's %r: this gateway's limits"
+                    " are apart from those of gateways without the setting",
+                    self.configured_namespace,
+                    told,
+                )
+        elif told:
+            self._use_namespace(told)
+        else:
+            log.error("the engine told no Redis namespace: set [limits] namespace")
+
+    def _use_namespace(self, namespace: str) -> None:
+        if namespace == self.namespace:
+            return
+        self.namespace = namespace
+        if self.limiter is not None:
+            self.limiter.use_namespace(namespace)
+        self.replay = make_guard(self.storage, namespace)
 
     def _learn(self, info: KeyInfo) -> None:
         known = self.keys.get(info.api_key)

@@ -11,7 +11,8 @@
 - ``<prefix>.md.changed``: after every commit the engine publishes a ``MarketNote``: the
   symbols whose public data the commit may have changed (gateways' read caches,
   ``cluster.read_cache``).
-- ``<prefix>.keys``: request/reply, the reply is every API key (a ``KeySet``).
+- ``<prefix>.keys``: request/reply, the reply is every API key (a ``KeySet``), with the
+  venue's Redis namespace.
 - ``<prefix>.keys.changed``: the engine publishes a ``KeySet`` of keys created or revoked,
   once their commit is done.
 - ``<prefix>.keys.reset``: the engine publishes it on start; gateways then fetch every key.
@@ -151,6 +152,9 @@ class KeyInfo(msgspec.Struct, array_like=True, frozen=True):
 
 class KeySet(msgspec.Struct, array_like=True, frozen=True):
     keys: list[KeyInfo]
+    namespace: str = ""
+    """The venue's namespace in Redis (``tradehall.venue``): the gateways key their rate
+    limits and replay guard with the engine's, so one venue's processes agree on it."""
 
 
 class StreamAsk(msgspec.Struct, array_like=True, frozen=True):

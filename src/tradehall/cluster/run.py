@@ -31,6 +31,7 @@ from tradehall.cluster.stream_relay import StreamRelay
 from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.venue import venue_namespace
 
 log = logging.getLogger("tradehall.gateway")
 
@@ -56,8 +57,10 @@ def run_engine(
     async def service(state: AppState) -> AsyncIterator[None]:
         assert state.hub is not None
         relay = StreamRelay(state.hub, subject)
+        namespace = venue_namespace(cfg.limits, state.exchange.store)
+        engine = EngineService(state, nats_url, subject, namespace=namespace)
         # The relay listens first: gateways restate their interest when the engine announces itself.
-        async with relay.running(nats_url), EngineService(state, nats_url, subject).running():
+        async with relay.running(nats_url), engine.running():
             yield
 
     def make_app(exchange: Exchange, token: str, limits: LimitSettings) -> ASGIApp:

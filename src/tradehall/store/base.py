@@ -74,6 +74,12 @@ class Snapshot:
 
 
 class Store(Protocol):
+    def identity(self) -> dict[str, str]:
+        """Which store this is, comparable between processes and never holding a password:
+        what ``server.json`` records (``factory.store_identity``), plus a SQLite file's
+        absolute path (every SQLite store has the same ``store_identity``)."""
+        ...
+
     def migrate(self) -> int:
         """Create or upgrade the schema; return the version now in force."""
         ...

@@ -26,6 +26,7 @@ import psycopg
 from psycopg import conninfo
 
 from tradehall.store.base import StoreError
+from tradehall.store.factory import store_identity
 from tradehall.store.schema import POSTGRESQL
 from tradehall.store.sql import Row, SQLStore
 
@@ -55,6 +56,7 @@ class PostgresStore(SQLStore[PgConnection]):
 
     def __init__(self, url: str) -> None:
         super().__init__()
+        self._url = url
         try:
             params = conninfo.conninfo_to_dict(url)
         except psycopg.Error as exc:
@@ -69,6 +71,9 @@ class PostgresStore(SQLStore[PgConnection]):
         self.schema: str | None = None
         self._writer: PgConnection | None = None
         self._writer_lock = threading.Lock()
+
+    def identity(self) -> dict[str, str]:
+        return store_identity(self._url)
 
     # ------------------------------------------------------------- dialect
 

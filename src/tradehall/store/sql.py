@@ -280,6 +280,9 @@ class SQLStore(Generic[C]):
 
     # ------------------------------------------------------------- dialect
 
+    def identity(self) -> dict[str, str]:
+        raise NotImplementedError
+
     def _connect(self) -> C:
         raise NotImplementedError
 

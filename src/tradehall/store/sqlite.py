@@ -30,6 +30,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self.path = str(path)
         self.synchronous = synchronous.upper()
 
+    def identity(self) -> dict[str, str]:
+        path = self.path if self.path == ":memory:" else str(Path(self.path).resolve())
+        return {"kind": "sqlite", "path": path}
+
     def _connect(self) -> sqlite3.Connection:
         if self.path != ":memory:" and not os.path.exists(self.path):
             # Owner-only from the start; SQLite gives its -wal and -shm files the same mode.

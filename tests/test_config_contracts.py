@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tradehall.config import ConfigError, load_config, parse_config
-from tradehall.engine.contracts import HOUR_MS, ContractSpec
+from tradehall.engine.contracts import HOUR_MS, ContractSpec, IndexSpec
 
 BASE = """\
 [[assets]]
@@ -173,6 +173,9 @@ def _builtin(**kw: object) -> ContractSpec:
         "interest_rate": 10_000,  # 0.0001
         "funding_cap": 750_000,  # 0.0075
         "trading": True,
+        # A spot-sourced index: its mid at depth (weight 2) and last trade (weight 1).
+        "index": IndexSpec(weights=(("mid", 2), ("last", 1))),
+        "price_band": 5_000_000,  # 0.05
         **kw,
     }
     return ContractSpec(**fields)  # type: ignore[arg-type]

@@ -791,18 +791,46 @@ def index_price(
         str,
         typer.Option(help="Decimal price, at the contract's precision.", callback=_decimal_text),
     ],
+    feed: Annotated[
+        str | None,
+        typer.Option(
+            help="A named feed (e.g. a feeder of other venues' prices): the price is one"
+            " source among the index's, not the index itself."
+        ),
+    ] = None,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Set a contract's index price (the index of contracts whose index_source is "operator")."""
+    """Set a contract's index price at once (the operator's override), or push one price of
+    a named index feed (--feed)."""
     _operate(
         config,
         data_dir,
         as_json,
-        lambda admin: admin.set_index_price(contract, price),
-        lambda ex, ts: ops.set_index_price(ex, contract, price, ts),
+        lambda admin: admin.set_index_price(contract, price, feed),
+        lambda ex, ts: ops.set_index_price(ex, contract, price, ts, feed or ""),
+        database=database,
+    )
+
+
+@app.command("index-sources")
+def index_sources(
+    contract: Annotated[str, typer.Option(help="The contract, e.g. E-BTC-USDT.")],
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a contract's index, mark, price band and each source of its index (weight,
+    value, age, whether it was used)."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.index_sources(contract),
+        lambda ex, ts: ops.index_sources(ex, contract, ts),
         database=database,
     )
 

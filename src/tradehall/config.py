@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from importlib import resources
 
-from tradehall.engine.contracts import HOUR_MS, MONEY_DECIMALS, RATE_ONE, ContractSpec
+from tradehall.engine.contracts import (
+    HOUR_MS,
+    LAST,
+    MID,
+    MONEY_DECIMALS,
+    RATE_ONE,
+    ContractSpec,
+    IndexSpec,
+)
+from tradehall.engine.index_sources import FEED_NAME, MAX_SOURCES
 from tradehall.engine.markets import (
     FEE_RATE_DECIMALS,
     AssetSpec,
@@ -100,6 +109,7 @@ _PAIR_KEYS = (
     "taker_fee",
     "market_orders",
     "trading",
+    "price_band",
 )
 _CONTRACT_KEYS = (
     "symbol",
@@ -127,6 +137,14 @@ _CONTRACT_KEYS = (
     "interest_rate",
     "funding_cap",
     "index_source",
+    "index_weights",
+    "index_window_s",
+    "index_smoothing",
+    "index_depth",
+    "index_band",
+    "index_stale_s",
+    "index_max_move",
+    "price_band",
     "trading",
 )
 
@@ -699,6 +717,7 @@ def _pair(table: _Table, assets: dict[str, AssetSpec]) -> PairSpec:
         trading=table.boolean("trading", True),
         base_decimals=base.decimals,
         quote_decimals=quote.decimals,
+        price_band=_band_rate(table, "price_band"),
     )
 
 
@@ -874,8 +893,10 @@ def _contract(
             funding_interval_ms=hours * HOUR_MS,
             interest_rate=table.units("interest_rate", interest, FEE_RATE_DECIMALS, _RATE_WHY),
             funding_cap=_open_rate(table, "funding_cap", _MAX_FUNDING_CAP),
-            index_source=_index_source(table, base.name, quote, inverse, pairs),
+            index_source=(index_source := _index_source(table, base.name, quote, inverse, pairs)),
             trading=table.boolean("trading"),
+            index=_index_spec(table, index_source),
+            price_band=_band_rate(table, "price_band"),
         )
     except ValueError as err:  # multiplier x tick not exact in margin-coin or money units
         problem = str(err).removeprefix(f"{symbol}: ")
@@ -936,6 +957,69 @@ def _open_rate(table: _Table, key: str, high: Decimal) -> int:
     value = table.decimal(key)
     if not 0 < value < high:
         raise table.error(key, f"must be above 0 and below {high}, got {_plain(value)}")
+    return table.units(key, value, FEE_RATE_DECIMALS, _RATE_WHY)
+
+
+_SPOT_WEIGHTS = ((MID, 2), (LAST, 1))
+"""A spot-sourced index by default: the mid at depth, then the last trade at half its
+weight (the mid decides when the two disagree)."""
+_MAX_WEIGHT = 1_000
+_MAX_BAND = Decimal("0.5")
+
+
+def _index_spec(table: _Table, index_source: str) -> IndexSpec:
+    defaults = IndexSpec()
+    weights = _index_weights(table, index_source)
+    smoothing = table.string("index_smoothing", "median").lower()
+    if smoothing not in ("median", "mean"):
+        raise table.error("index_smoothing", f"must be 'median' or 'mean', got {smoothing!r}")
+    depth = table.decimal("index_depth") if "index_depth" in table.values else Decimal(10_000)
+    if not 0 < depth <= 10**12:
+        raise table.error("index_depth", f"must be above 0 and at most 1e12, got {_plain(depth)}")
+    max_move = _band_rate(table, "index_max_move", defaults.max_move)
+    return IndexSpec(
+        weights=weights,
+        window_ms=table.integer("index_window_s", 1, 3_600, defaults.window_ms // 1000) * 1000,
+        median=smoothing == "median",
+        depth_money=table.units("index_depth", depth, MONEY_DECIMALS, "8 decimals at most"),
+        band=_band_rate(table, "index_band", defaults.band, zero=False),
+        stale_ms=table.integer("index_stale_s", 1, 86_400, defaults.stale_ms // 1000) * 1000,
+        max_move=max_move,
+    )
+
+
+def _index_weights(table: _Table, index_source: str) -> tuple[tuple[str, int], ...]:
+    """``{mid = 2, last = 1, <feed> = 1}``: the spot market's sources (not on an operator
+    index) and operator feeds by name, each with a whole weight."""
+    if "index_weights" not in table.values:
+        return () if index_source == _OPERATOR_INDEX else _SPOT_WEIGHTS
+    value = table.values["index_weights"]
+    if not isinstance(value, dict):
+        raise table.error("index_weights", "must be a table of source = weight")
+    weights = []
+    for name, weight in value.items():
+        if name in (MID, LAST) and index_source == _OPERATOR_INDEX:
+            raise table.error("index_weights", f"{name!r} needs a spot index_source")
+        if name not in (MID, LAST) and not FEED_NAME.fullmatch(name):
+            problem = f"{name!r} is not a feed name (1-32 of a-z 0-9 _ . -)"
+            raise table.error("index_weights", problem)
+        if type(weight) is not int or not 1 <= weight <= _MAX_WEIGHT:
+            problem = f"the weight of {name!r} must be a whole number 1..{_MAX_WEIGHT}"
+            raise table.error("index_weights", problem)
+        weights.append((name, weight))
+    if len(weights) > MAX_SOURCES:
+        raise table.error("index_weights", f"at most {MAX_SOURCES} sources")
+    return tuple(weights)
+
+
+def _band_rate(table: _Table, key: str, default: int = 5_000_000, *, zero: bool = True) -> int:
+    """A fraction in 1e-8, from 0 (off, where ``zero``) to 0.5; 0.05 unless set."""
+    if key not in table.values:
+        return default
+    value = table.decimal(key)
+    if not (value >= 0 if zero else value > 0) or value > _MAX_BAND:
+        low = "at least 0" if zero else "above 0"
+        raise table.error(key, f"must be {low} and at most {_MAX_BAND}, got {_plain(value)}")
     return table.units(key, value, FEE_RATE_DECIMALS, _RATE_WHY)
 
 

@@ -21,11 +21,18 @@ from tradehall.engine.commands import (
     SetIndexPrice,
     Withdraw,
 )
-from tradehall.engine.contracts import MONEY_DECIMALS, ContractSpec
+from tradehall.engine.contracts import LAST, MID, MONEY_DECIMALS, ContractSpec
 from tradehall.engine.engine import TransferReply
-from tradehall.engine.futures_model import AccountTransfer, futures_account
+from tradehall.engine.futures_model import (
+    AccountTransfer,
+    ContractState,
+    IndexSource,
+    futures_account,
+)
+from tradehall.engine.index_sources import source_names as index_source_names
+from tradehall.engine.index_sources import weight_of as index_weight
 from tradehall.engine.margin import INSURANCE_ACCOUNT, POOL_ACCOUNT
-from tradehall.engine.markets import LEVEL_SCALE
+from tradehall.engine.markets import FEE_RATE_DECIMALS, LEVEL_SCALE
 from tradehall.engine.spot import FEE_ACCOUNT
 from tradehall.exchange import Exchange
 from tradehall.units import UnitsError, format_units, format_units_trimmed, to_units
@@ -359,8 +366,11 @@ def _contract(ex: Exchange, contract: str) -> ContractSpec:
     return spec
 
 
-def set_index_price(ex: Exchange, contract: str, price: str, ts: int) -> dict[str, Any]:
-    """The operator's index price for a contract (the index of ``operator``-sourced ones)."""
+def set_index_price(
+    ex: Exchange, contract: str, price: str, ts: int, feed: str = ""
+) -> dict[str, Any]:
+    """The operator's index price for a contract: without ``feed`` the index at once (an
+    override), with it one price of that named feed among the index's sources."""
     spec = _contract(ex, contract)
     places = spec.price_precision
     try:
@@ -371,11 +381,55 @@ def set_index_price(ex: Exchange, contract: str, price: str, ts: int) -> dict[st
         raise Reject(Code.BAD_PARAM, f"price {price!r} is not a decimal number") from None
     if ticks <= 0:
         raise Reject(Code.BAD_PARAM, "price must be greater than zero")
-    ex.apply(SetIndexPrice(ts, spec.symbol, ticks))
+    state: ContractState = ex.apply(SetIndexPrice(ts, spec.symbol, ticks, feed))
+    answer: dict[str, Any] = {
+        "contract": spec.symbol,
+        "indexPrice": format_units(state.index, places) if state.index else None,
+        "indexSource": spec.index_source,
+    }
+    if feed:
+        answer["feed"] = feed
+        answer["feedPrice"] = format_units(ticks, places)
+    return answer
+
+
+def index_sources(ex: Exchange, contract: str, now: int) -> dict[str, Any]:
+    """A contract's index and mark, its price band, and each source of its index: weight,
+    smoothed value, when it last changed and whether the last index tick used it."""
+    spec = _contract(ex, contract)
+    state = ex.engine.futures.states[spec.symbol]
+    places = spec.price_precision
+
+    def price(ticks: int) -> str | None:
+        return format_units(ticks, places) if ticks else None
+
+    sources = []
+    for name in index_source_names(spec, state):
+        source = state.sources.get(name) or IndexSource()
+        changed = source.fed_at if source.fed else (source.samples[-1][0] if source.samples else 0)
+        sources.append(
+            {
+                "name": name,
+                "kind": name if name in (MID, LAST) else "feed",
+                "weight": index_weight(spec.index, name),
+                "value": price(source.value),
+                "lastPrice": price(source.fed or (source.samples[-1][1] if source.samples else 0)),
+                "ageMs": now - changed if changed else None,
+                "status": source.status or "none",
+            }
+        )
     return {
         "contract": spec.symbol,
-        "indexPrice": format_units(ticks, places),
+        "indexPrice": price(state.index),
+        "markPrice": price(state.mark),
         "indexSource": spec.index_source,
+        "operatorIndex": price(state.operator_index),
+        "priceBand": format_units_trimmed(spec.price_band, FEE_RATE_DECIMALS),
+        "windowS": spec.index.window_ms // 1000,
+        "smoothing": "median" if spec.index.median else "mean",
+        "sourceBand": format_units_trimmed(spec.index.band, FEE_RATE_DECIMALS),
+        "maxMovePerS": format_units_trimmed(spec.index.max_move, FEE_RATE_DECIMALS),
+        "sources": sources,
     }
 
 

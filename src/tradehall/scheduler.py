@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from tradehall.engine.commands import AccrueInterest, FuturesTick
+from tradehall.engine.index_sources import NONE, USED
 from tradehall.engine.margin import HOUR_MS
 from tradehall.exchange import Exchange
 from tradehall.store.writer import GroupCommitter
@@ -33,6 +34,7 @@ class Scheduler:
         self.clock = clock
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
+        self._source_status: dict[tuple[str, str], str] = {}
 
     async def tick(self) -> None:
         """Apply whatever the current time calls for, and wait until it is durable."""
@@ -43,10 +45,29 @@ class Scheduler:
         if margin.accrued_hour is None or now // HOUR_MS > margin.accrued_hour:
             self.exchange.apply(AccrueInterest(now))
             await self.committer.durable_shielded()
-        if self.exchange.engine.futures.contracts:
-            self.exchange.apply(FuturesTick(now))
-            if self.exchange.pending:  # prices moved, funding, liquidations...
-                await self.committer.durable_shielded()
+        # Prices: spot band references, futures index and mark, funding, liquidations.
+        self.exchange.apply(FuturesTick(now))
+        self._log_index_sources()
+        if self.exchange.pending:
+            await self.committer.durable_shielded()
+
+    def _log_index_sources(self) -> None:
+        """One line when an index source is left out (stale, an outlier, too thin) or taken
+        back: the operator's record of what the index was built from."""
+        for symbol, state in self.exchange.engine.futures.states.items():
+            for name, source in state.sources.items():
+                key = (symbol, name)
+                before = self._source_status.get(key, USED)
+                if source.status == before:
+                    continue
+                self._source_status[key] = source.status
+                if source.status == USED:
+                    log.info("index source %s of %s is used again", name, symbol)
+                elif source.status != NONE:
+                    log.warning(
+                        "index source %s of %s left out: %s (its value %s ticks, index %s)",
+                        name, symbol, source.status, source.value, state.index,
+                    )  # fmt: skip
 
     async def _run(self) -> None:
         while True:

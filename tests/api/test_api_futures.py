@@ -691,27 +691,31 @@ def test_market_open_is_sized_by_value(env: Env) -> None:
 def test_an_open_far_from_the_mark_that_would_start_bankrupt_is_refused(env: Env) -> None:
     """Two accounts of one owner must not drain the insurance fund: a short opened far below
     the mark (or a long far above it) would be liquidated at once and auto-deleveraged
-    against the other account at the mark, the fund paying the gap."""
+    against the other account at the mark, the fund paying the gap. The price band (5 %)
+    stops the far prices; within it, a high leverage carries less than the distance."""
     set_index(env, "30000")
     alice, bob = trader(env, "10000"), trader(env, "10")
     env.admin.fund("insurance", "USDT", "100000", "fund-1")
+    ok(post(bob, "/edit_lever", {"contractName": BTC, "nowLevel": 50}))
     before = (env.admin.system(), ok(get(alice, "/account")), ok(get(bob, "/account")))
-    placed(order(alice, "BUY", "OPEN", 10, "1000"))  # a long far below the mark: in profit
-    msg = refused(order(bob, "SELL", "OPEN", 10, "1000", timeInForce="IOC"), -1138)
-    assert "too far from the mark price 30000.0" in msg and "leverage 10" in msg
+    msg = refused(order(bob, "SELL", "OPEN", 10, "1000"), -1138)
+    assert "below the price band: at most 5 % below the mark price 30000.0, 28500.0" in msg
+    placed(order(alice, "BUY", "OPEN", 10, "29000"))  # a long below the mark: in profit
+    msg = refused(order(bob, "SELL", "OPEN", 10, "29000", timeInForce="IOC"), -1138)
+    assert "too far from the mark price 30000.0" in msg and "leverage 50" in msg
     # Resting at such a price is refused as well: it would start bankrupt when it fills.
-    refused(order(bob, "SELL", "OPEN", 1, "20000"), -1138)
+    refused(order(bob, "SELL", "OPEN", 1, "29500"), -1138)
     # A MARKET OPEN that would sweep into such a price: refused as a whole.
     cancel_all = post(alice, "/cancel_all", {"contractName": BTC})
     ok(cancel_all)
-    placed(order(alice, "SELL", "OPEN", 5, "40000"))
+    placed(order(alice, "SELL", "OPEN", 5, "31000"))
     refused(order(bob, "BUY", "OPEN", "150", kind="MARKET"), -1138)
     assert env.admin.system() == before[0]
     assert ok(get(bob, "/account")) == before[2]
-    # Near the mark, within what the margin carries at 10x: accepted and traded.
+    # Near the mark, within what the margin carries at 50x: accepted and traded.
     ok(post(alice, "/cancel_all", {"contractName": BTC}))
-    placed(order(alice, "SELL", "OPEN", 1, "30500"))
-    placed(order(bob, "BUY", "OPEN", 1, "30500"))
+    placed(order(alice, "SELL", "OPEN", 1, "30100"))
+    placed(order(bob, "BUY", "OPEN", 1, "30100"))
     assert position_of(ok(get(bob, "/account")))["volume"] == 1
     env.audit()
 
@@ -904,7 +908,9 @@ def test_conditional_orders_are_listed_found_and_cancelled(env: Env) -> None:
     refused(post(client, "/conditionOrder", {**stop_body, "triggerType": 3}), -1117)
     refused(post(client, "/conditionOrder", {**stop_body, "contractName": "X"}), -1121)
 
-    # The take-profit fires when the last price reaches 31900: it then rests at 32000.
+    # The take-profit fires when the last price reaches 31900: it then rests at 32000 (within
+    # the price band around the mark, which has followed the index up).
+    set_index(env, "31500")
     placed(order(maker, "SELL", "OPEN", 1, "31900"))
     placed(order(client, "BUY", "OPEN", 1, "31900"))
     (fired,) = ok(get(client, "/openOrders"))

@@ -41,7 +41,7 @@ def test_cancel_trigger_order_cancels_conditional_orders_only(env: Env) -> None:
     long_position(env, client)
     first = stop(client, "25000")
     second = stop(client, "24000", clientOrderId="s2")
-    resting = placed(order(client, "BUY", "OPEN", 1, "20000"))
+    resting = placed(order(client, "BUY", "OPEN", 1, "29000"))
     cancelled = ok(post(client, "/cancel_trigger_order", {"contractName": BTC, "orderId": first}))
     assert cancelled == {"orderId": str(first), "orderIdString": str(first)}
     by_client = client.futures_cancel_trigger_order(BTC, client_order_id="s2")

@@ -1025,19 +1025,29 @@ def test_interest_can_trigger_liquidation(
     maker.create_order("BTCUSDT", "SELL", "LIMIT", "0.1", price="50000")
     taker.create_order("BTCUSDT", "BUY", "LIMIT", "1", price="40000")  # a deep bid
     # 0.09992 x 44036 = 4400.07712: 1.100019 > 1.1. Interest of 0.04 per hour brings the
-    # debt to 4000.08 after 2 hours: 4400.07712 / 4000.08 = 1.09999... <= 1.1.
-    set_price(maker, taker, "44036")
+    # debt to 4000.08 after 2 hours: 4400.07712 / 4000.08 = 1.09999... <= 1.1. The price
+    # steps down within the price band (5 % of the reference, the last minute's median).
+    for price in ("47600", "45300", "44036"):
+        set_price(maker, taker, price)
+        for step in (1_000, 60_000):  # the reference follows a price held for the minute
+            env.clock.advance(step)
+            tick(env)
     assert view(alice)["riskStatus"] == "WARNING"
-    env.clock.advance(HOUR)
+    env.clock.advance(HOUR - 3 * 61_000)
     tick(env)
     assert assets(view(alice))["USDT"] == (ZERO, ZERO, "4000.00000000", "0.04000000")
     env.clock.advance(HOUR)
     tick(env)
-    # Sold 0.09992 at 40000 = 3996.8 - 3.9968 fee = 3992.8032 < 4000.08: the fund is empty,
-    # so the 7.2768 left is written off (the pool's loss).
+    # Due, but the deep bid is 9 % below the reference: the liquidation may not sell there
+    # (the band's edge is 41834.2) and the account waits for liquidity within the band.
+    assert view(alice)["riskStatus"] == "LIQUIDATION"
+    taker.create_order("BTCUSDT", "BUY", "LIMIT", "1", price="42000")
+    env.clock.advance(1_000)
+    tick(env)
+    # Sold 0.09992 at 42000 = 4196.64 - 4.19664 fee = 4192.44336 > 4000.08: repaid.
     v = view(alice)
-    assert assets(v) == {"BTC": (ZERO, ZERO, ZERO, ZERO), "USDT": (ZERO, ZERO, ZERO, ZERO)}
-    assert system(env)["pool"]["USDT"] == ("999992.80320000", ZERO)
+    assert assets(v)["BTC"] == (ZERO, ZERO, ZERO, ZERO)
+    assert system(env)["pool"]["USDT"] == ("1000000.08000000", ZERO)
     conserved(env)  # a write-off is the pool's loss: nothing appears or vanishes
     env.audit()
 

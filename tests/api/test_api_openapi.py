@@ -559,6 +559,13 @@ def admin_calls(env: Env, checker: Checker) -> None:
     )
     index = {"contract": "E-BTC-USD", "price": "30000.5"}
     ok(admin.request("POST", ADMIN + "/futures/index-price", body=index))
+    fed = ok(admin.request("POST", ADMIN + "/futures/index-price", body={**index, "feed": "x"}))
+    assert (fed["feed"], fed["feedPrice"], fed["indexPrice"]) == ("x", "30000.5", "30000.5")
+    sources = ok(admin.request("GET", ADMIN + "/futures/index", params={"contract": "e-btc-usd"}))
+    assert [(s["name"], s["weight"], s["status"]) for s in sources["sources"]] == [
+        ("mid", 2, "none"), ("last", 1, "none"), ("x", 1, "none"),
+    ]  # fmt: skip
+    assert (sources["indexPrice"], sources["priceBand"]) == ("30000.5", "0.05")
     bad = admin.request("POST", ADMIN + "/deposit", body={**deposit, "asset": "NOPE"})
     assert bad.status_code == 400 and checker.check(bad)["code"] == -1102
     stranger = env.http.get(ADMIN + "/status", headers={"Authorization": "Bearer wrong"})

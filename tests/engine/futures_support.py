@@ -8,6 +8,7 @@ Everything goes through ``Engine.apply``; state is read from ``engine.futures`` 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 from tradehall.config import load_config
@@ -26,6 +27,7 @@ from tradehall.engine.futures_model import (
     Position,
     futures_account,
 )
+from tradehall.engine.markets import MarketsSpec
 from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL
 from tradehall.engine.spot import FEE_ACCOUNT
 
@@ -59,11 +61,25 @@ def markets() -> Any:
     return _markets
 
 
-class Rig:
-    """An engine in debug mode with a clock and a few conveniences."""
+def without_bands(spec: MarketsSpec) -> MarketsSpec:
+    """The markets with no price band on any contract and no bound on how fast an index
+    moves: the examples of mechanics (triggers, liquidation, funding) move prices in jumps
+    that the guards would stop; the guards have tests of their own (tests/integrity)."""
+    contracts = {
+        s: replace(c, price_band=0, index=replace(c.index, max_move=0))
+        for s, c in spec.contracts.items()
+    }
+    return replace(spec, contracts=contracts)
 
-    def __init__(self) -> None:
-        self.engine = Engine(markets(), check_invariants=True)
+
+class Rig:
+    """An engine in debug mode with a clock and a few conveniences (without price bands
+    unless ``bands``)."""
+
+    def __init__(self, *, bands: bool = False) -> None:
+        self.engine = Engine(
+            markets() if bands else without_bands(markets()), check_invariants=True
+        )
         self.fx = self.engine.futures
         self.ledger = self.engine.ledger
         self.ts = 1_000

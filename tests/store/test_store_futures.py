@@ -30,6 +30,7 @@ from tradehall.engine.futures_model import (
     FuturesChanged,
     FuturesOrderState,
     Position,
+    PriceReference,
     Setting,
     Trigger,
     futures_account,
@@ -82,6 +83,8 @@ def changed(kind: str, doc: FuturesDoc, live: bool) -> FuturesChanged:
         return FuturesChanged(kind, doc.user, doc.contract, 0, live, doc)
     if isinstance(doc, AccountTransfer):
         return FuturesChanged(kind, doc.user, doc.asset, doc.id, live, doc)
+    if isinstance(doc, PriceReference):
+        return FuturesChanged(kind, 0, doc.symbol, 0, live, doc)
     return FuturesChanged(kind, doc.user, doc.contract, doc.id, live, doc)
 
 

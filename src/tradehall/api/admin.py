@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -23,6 +23,7 @@ from tradehall.api.requests import (
     AdminFundingRequest,
     AdminFuturesTransferRequest,
     AdminIndexPriceRequest,
+    AdminIndexQuery,
     AdminMarginQuery,
     AdminMarginTransferRequest,
     AdminUserRequest,
@@ -60,13 +61,44 @@ class AdminFuturesBalance(wire.Wire, frozen=True):
 
 
 class AdminIndexPrice(wire.Wire, frozen=True):
-    """The index price the operator set, and where the contract takes its index from."""
+    """The contract's index after the operator's price, and where it takes its index from
+    (with ``feed``: the feed and the price it pushed, taken at the next index tick)."""
 
     contract: Annotated[str, Meta(examples=["E-BTC-USDT"])]
-    index_price: wire.DecimalText
+    index_price: wire.DecimalText | None
     index_source: Annotated[
-        str, Meta(description="`operator`, or the spot pair whose last price is the index.")
+        str, Meta(description="`operator`, or the spot pair whose mid and last are sources.")
     ]
+    feed: str | UnsetType = UNSET
+    feed_price: wire.DecimalText | UnsetType = UNSET
+
+
+class AdminIndexSource(wire.Wire, frozen=True):
+    """One source of a contract's index, as the last index tick saw it."""
+
+    name: Annotated[str, Meta(examples=["mid"])]
+    kind: Literal["mid", "last", "feed"]
+    weight: Count
+    value: wire.DecimalText | None = None
+    last_price: wire.DecimalText | None = None
+    age_ms: int | None = None
+    status: Literal["used", "stale", "outlier", "thin", "none"] = "none"
+
+
+class AdminIndexSources(wire.Wire, frozen=True):
+    """A contract's index and mark, its price band, and each source of its index."""
+
+    contract: str
+    index_price: wire.DecimalText | None
+    mark_price: wire.DecimalText | None
+    index_source: str
+    operator_index: wire.DecimalText | None
+    price_band: wire.DecimalText
+    window_s: Count
+    smoothing: Literal["median", "mean"]
+    source_band: wire.DecimalText
+    max_move_per_s: wire.DecimalText
+    sources: list[AdminIndexSource]
 
 
 class AdminContract(wire.Wire, frozen=True):
@@ -290,10 +322,17 @@ async def futures_transfer(call: Call) -> Any:
 
 
 async def index_price(call: Call) -> Any:
-    contract, price = _texts(reading(call.params, AdminIndexPriceRequest), "contract", "price")
-    result = ops.set_index_price(call.exchange, contract, price, call.now)
+    req = reading(call.params, AdminIndexPriceRequest)
+    contract, price = _texts(req, "contract", "price")
+    feed: str = req.value("feed") or ""
+    result = ops.set_index_price(call.exchange, contract, price, call.now, feed)
     await call.durable()
     return result
+
+
+async def index_sources(call: Call) -> Any:
+    (contract,) = _texts(reading(call.params, AdminIndexQuery), "contract")
+    return ops.index_sources(call.exchange, contract, call.now)
 
 
 async def margin_account(call: Call) -> Any:
@@ -403,6 +442,7 @@ def routes() -> list[Route]:
         ("GET", "/margin/account", margin_account),
         ("POST", "/futures/transfer", futures_transfer),
         ("POST", "/futures/index-price", index_price),
+        ("GET", "/futures/index", index_sources),
         ("GET", "/markets", markets),
         ("GET", "/audit", audit),
         ("GET", "/keys", list_keys),

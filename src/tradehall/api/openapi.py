@@ -26,6 +26,7 @@ from tradehall.api.requests import (
     AdminFundingRequest,
     AdminFuturesTransferRequest,
     AdminIndexPriceRequest,
+    AdminIndexQuery,
     AdminMarginQuery,
     AdminMarginTransferRequest,
     AdminUserRequest,
@@ -312,9 +313,15 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("POST", f"{_A}/futures/index-price"): _admin(
         "adminIndexPrice",
-        "Set a contract's index price",
+        "Set a contract's index price, or push a named feed's price",
         admin.AdminIndexPrice,
         body=AdminIndexPriceRequest,
+    ),
+    ("GET", f"{_A}/futures/index"): _admin(
+        "adminIndexSources",
+        "A contract's index, mark, price band and index sources",
+        admin.AdminIndexSources,
+        query=AdminIndexQuery,
     ),
     ("GET", f"{_A}/markets"): _admin(
         "adminMarkets", "Assets, pairs and contracts", admin.AdminMarketsWithContracts
@@ -706,6 +713,7 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
         "to": "futures",
     },
     ("POST", f"{_A}/futures/index-price"): {"contract": "E-BTC-USD", "price": "30000.5"},
+    ("GET", f"{_A}/futures/index"): {"contract": "E-BTC-USDT"},
     ("POST", f"{_A}/futures/funding-now"): {"contract": "E-BTC-USDT"},
     ("POST", f"{_A}/accounts/reset"): {"userId": 1},
 }

@@ -456,17 +456,38 @@ class AdminFundingRequest(RequestSchema, frozen=True):
     ] = UNSET
 
 
+_AdminContract = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9-]{1,64}$",
+        description="Contract name, in any case.",
+        examples=["E-BTC-USDT"],
+    ),
+    TEXT,
+]
+
+
 class AdminIndexPriceRequest(RequestSchema, frozen=True):
-    contract: Annotated[
-        str,
-        Meta(
-            pattern=r"^[A-Za-z0-9-]{1,64}$",
-            description="Contract name, in any case.",
-            examples=["E-BTC-USDT"],
-        ),
-        TEXT,
-    ]
+    contract: _AdminContract
     price: AmountText
+    feed: Annotated[
+        Annotated[
+            str,
+            Meta(
+                pattern=r"^[a-z0-9][a-z0-9_.-]{0,31}$",
+                description="A named feed: the price is one source among the index's"
+                " (weighed, smoothed, left out when stale or far from the others). Without"
+                " it, the price is the index at once (the operator's override).",
+                examples=["binance"],
+            ),
+        ]
+        | UnsetType,
+        Text(),
+    ] = UNSET
+
+
+class AdminIndexQuery(RequestSchema, frozen=True):
+    contract: _AdminContract
 
 
 # ------------------------------------------------------------------------- futures requests

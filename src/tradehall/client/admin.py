@@ -139,9 +139,17 @@ class AdminClient:
         body = {"userId": user_id, "asset": asset, "amount": amount}
         return self._post("/futures/transfer", {**body, "from": source, "to": target})
 
-    def set_index_price(self, contract: str, price: Number) -> Any:
-        """POST /admin/v1/futures/index-price: the operator's index price of a contract."""
-        return self._post("/futures/index-price", {"contract": contract, "price": price})
+    def set_index_price(self, contract: str, price: Number, feed: str | None = None) -> Any:
+        """POST /admin/v1/futures/index-price: the operator's index price of a contract (the
+        index at once), or with ``feed`` one price of that named feed."""
+        body: dict[str, Any] = {"contract": contract, "price": price}
+        if feed:
+            body["feed"] = feed
+        return self._post("/futures/index-price", body)
+
+    def index_sources(self, contract: str) -> Any:
+        """GET /admin/v1/futures/index: index, mark, price band and each index source."""
+        return self._get("/futures/index", {"contract": contract})
 
     def balances(self, user_id: int) -> Any:
         """GET /admin/v1/balances?userId=."""

@@ -171,16 +171,20 @@ class AdjustPositionMargin(msgspec.Struct, frozen=True, gc=False):
 
 
 class SetIndexPrice(msgspec.Struct, frozen=True, gc=False):
-    """From the operator: the index price of a contract, in ticks."""
+    """From the operator: the index price of a contract, in ticks. Without ``feed`` it is the
+    index at once (the operator's override); with it, one price of that named feed, a source
+    the index ticks weigh with the others."""
 
     ts: int
     contract: str
     price: int
+    feed: str = ""
 
 
 class FuturesTick(msgspec.Struct, frozen=True, gc=False):
-    """From the scheduler: refresh index and mark prices, sample the premium, settle funding
-    that is due, fire triggers and liquidate what the new prices call for."""
+    """From the scheduler, every second: sample the spot pairs' band references, refresh
+    index and mark prices, sample the premium, settle funding that is due, fire triggers and
+    liquidate what the new prices call for."""
 
     ts: int
 

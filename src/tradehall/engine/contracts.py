@@ -34,6 +34,33 @@ MAX_PRICE = 2**40
 64 bits); a contract's own bound (``ContractSpec.max_price``) may be lower."""
 
 
+MID, LAST = "mid", "last"
+"""The index sources a spot market gives: its mid at depth and its last trade price. Any
+other source name is an operator feed."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """How a contract's index is built from its sources (see ``index_sources``)."""
+
+    weights: tuple[tuple[str, int], ...] = ()
+    """Configured sources and their weights: ``mid`` and ``last`` of the index's spot
+    market, or operator feeds by name (a feed not named here counts with weight 1)."""
+    window_ms: int = 60_000
+    """Each source's value is smoothed over its samples of this window."""
+    median: bool = True
+    """Smoothing: the median of the window's samples, or (False) their time-weighted mean."""
+    depth_money: int = 10_000 * 10**MONEY_DECIMALS
+    """The spot mid is the mid of the average prices at which this much quote money (in
+    10**-8) fills on each side; a side thinner than that gives no mid."""
+    band: int = 5_000_000
+    """A source further than this (1e-8 of the sources' weighted median) is left out."""
+    stale_ms: int = 30_000
+    """An operator feed not pushed for this long is left out."""
+    max_move: int = 500_000
+    """The index moves at most this fraction (1e-8) per second; 0: unbounded."""
+
+
 @dataclass(frozen=True, slots=True)
 class ContractSpec:
     id: int
@@ -77,6 +104,10 @@ class ContractSpec:
     index_source: str
     """A spot symbol of this exchange (its last price is the index), or ``operator``."""
     trading: bool = True
+    index: IndexSpec = IndexSpec()
+    price_band: int = 5_000_000
+    """Orders may trade or rest at most this fraction (1e-8) away from the mark price: a LIMIT
+    beyond it is refused, a MARKET order and a liquidation stop at it; 0: no band."""
     value_unit: int = field(init=False, compare=False)
     """Linear: margin units of 1 contract at 1 tick. Inverse: margin units x ticks of one
     contract (value = contracts x value_unit // price)."""

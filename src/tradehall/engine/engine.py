@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from tradehall.codes import Code, Reject
-from tradehall.engine import futures_prices, liquidation, triggers
+from tradehall.engine import futures_prices, index_sources, liquidation, spot_reference, triggers
 from tradehall.engine.commands import (
     AccrueInterest,
     AdjustPositionMargin,
@@ -56,6 +56,7 @@ from tradehall.engine.futures_model import (
     FuturesOrder,
     FuturesOrderState,
     Position,
+    PriceReference,
     Setting,
     Trigger,
 )
@@ -525,13 +526,18 @@ class Engine:
         if not 0 < cmd.price <= MAX_PRICE:
             raise Reject(Code.PRICE_RANGE, "index price must be positive and in range")
         state = fx.states[contract.symbol]
+        if cmd.feed:
+            index_sources.feed(state, cmd.feed, cmd.price, cmd.ts)
+            fx.emit_state(state)
+            return state
         state.operator_index = cmd.price
-        state.operator_spot = fx.spot.last_price.get(contract.index_source, 0)
         state.index = cmd.price
+        state.index_time = cmd.ts
         self._futures_settle([contract.symbol], cmd.ts, traded=True)
         return state
 
     def _futures_tick(self, cmd: FuturesTick) -> list[str]:
+        spot_reference.tick(self.spot, cmd.ts)
         fx = self.futures
         moved = [
             symbol
@@ -609,6 +615,7 @@ class Engine:
                         feed(order.snapshot().as_tuple())
         feed((self.spot.next_order_id, self.spot.next_trade_id, self.next_transfer_id))
         feed(sorted(self.spot.last_price.items()))
+        feed(sorted(self.spot.references.items()))
         for account_id in sorted(self.margin.accounts):
             account = self.margin.accounts[account_id]
             feed((account.id, account.user, account.symbol, sorted(account.debts.items())))
@@ -673,6 +680,8 @@ class Engine:
                 fx.settings[(doc.user, doc.contract)] = doc
             elif isinstance(doc, ContractState) and doc.contract in fx.states:
                 fx.states[doc.contract] = doc
+            elif isinstance(doc, PriceReference) and doc.symbol in self.spot.pairs:
+                self.spot.set_reference(doc)
         fx.next_position_id = max(fx.next_position_id, max_ids.get(KIND_POSITION, 0) + 1)
         fx.next_transfer_id = max(fx.next_transfer_id, max_ids.get(KIND_TRANSFER, 0) + 1)
 

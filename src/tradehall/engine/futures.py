@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import msgspec
 
 from tradehall.codes import Code, Reject
+from tradehall.engine import price_band
 from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import FuturesPlace
 from tradehall.engine.contracts import MAX_PRICE, RATE_ONE, ContractSpec
@@ -228,7 +229,11 @@ class Futures:
         )
 
     def emit_state(self, state: ContractState) -> None:
-        copy = msgspec.structs.replace(state)
+        sources = {
+            name: msgspec.structs.replace(source, samples=list(source.samples))
+            for name, source in state.sources.items()
+        }
+        copy = msgspec.structs.replace(state, sources=sources)
         self.events.append(FuturesChanged(KIND_CONTRACT, 0, state.contract, 0, True, copy))
 
     # ----------------------------------------------------------------- settings
@@ -354,6 +359,8 @@ class Futures:
             if cmd.tif not in (GTC, IOC, FOK, POST_ONLY):
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce must be IOC, FOK or POST_ONLY")
             check_price(contract, cmd.price)
+            if not conditional:  # a conditional order's price meets the band when it fires
+                self.check_band(contract, cmd.side, cmd.price)
             self._check_volume(contract, cmd.volume, contract.max_limit_volume)
             money = contract.money(cmd.volume, cmd.price)
             if money < contract.min_money:
@@ -472,7 +479,8 @@ class Futures:
     ) -> FuturesOrderState:
         contract, setting = self.validate(cmd)
         symbol = contract.symbol
-        fills, reached = self.plan(contract, cmd.user, cmd.side, cmd.price, cmd.volume, cmd.money)
+        bound = cmd.price if cmd.type == LIMIT else self.band_edge(contract, cmd.side)
+        fills, reached = self.plan(contract, cmd.user, cmd.side, bound, cmd.volume, cmd.money)
         planned = sum(q for _, q in fills)
         volume = planned if cmd.money else cmd.volume
         rests = cmd.type == LIMIT and cmd.tif in (GTC, POST_ONLY)
@@ -520,7 +528,18 @@ class Futures:
             self.emit_setting(setting)
         # Fills short of the order's size end it CANCELED, a MARKET OPEN's too: its quantity
         # is what the book offered, not what its money asked for.
-        return self.execute(contract, book, order, hold, complete=reached)
+        return self.execute(contract, book, order, hold, complete=reached, bound=bound)
+
+    def band_edge(self, contract: ContractSpec, side: str) -> int:
+        """The worst price an order on ``side`` may trade at: the price band's edge around
+        the mark (0: no band, or no mark yet)."""
+        return price_band.edge(self.states[contract.symbol].mark, contract.price_band, side)
+
+    def check_band(self, contract: ContractSpec, side: str, price: int) -> None:
+        """Refuse a LIMIT price beyond the price band around the mark (``price_band``)."""
+        mark = self.states[contract.symbol].mark
+        places = contract.price_precision
+        price_band.check(side, price, mark, contract.price_band, places, "mark price")
 
     def check_entries(
         self, contract: ContractSpec, side: str, leverage: int, entries: list[Fill]
@@ -563,6 +582,7 @@ class Futures:
         hold: int,
         *,
         complete: bool = True,
+        bound: int = 0,
     ) -> FuturesOrderState:
         """Hold, match, then rest or end a validated order. ``complete`` False: the planned
         fills fall short of the order's size (for a MARKET OPEN, whose quantity is what the
@@ -577,7 +597,7 @@ class Futures:
             ].pending_close += order.qty
         if order.client_id:
             self.by_client_id[(order.user, order.symbol, order.client_id)] = order.id
-        self.match(contract, book, order)
+        self.match(contract, book, order, bound)
         if order.type == LIMIT and order.tif in (GTC, POST_ONLY) and order.filled < order.qty:
             order.status = PARTIALLY_FILLED if order.filled else NEW
             book.rest(order)
@@ -587,10 +607,14 @@ class Futures:
         self.end(order)
         return self.emit_order(order)
 
-    def match(self, contract: ContractSpec, book: OrderBook, taker: FuturesOrder) -> None:
+    def match(
+        self, contract: ContractSpec, book: OrderBook, taker: FuturesOrder, bound: int = 0
+    ) -> None:
+        """Fill ``taker`` against the book up to its limit price, or for a MARKET order up to
+        ``bound`` (the price band's edge; 0: none)."""
         opposite_side = book.opposite(taker.side)
         is_buy = taker.side == BUY
-        limit = taker.price if taker.type == LIMIT else 0
+        limit = taker.price if taker.type == LIMIT else bound
         while taker.filled < taker.qty:
             level = opposite_side.best()
             if level is None:

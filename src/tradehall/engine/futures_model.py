@@ -46,6 +46,8 @@ KIND_SETTING: Final = "setting"
 KIND_CONTRACT: Final = "contract"
 KIND_FUNDING: Final = "funding"
 KIND_TRANSFER: Final = "transfer"
+KIND_REFERENCE: Final = "reference"
+"""A spot pair's reference price for its price band (kept with the futures documents)."""
 
 FUTURES_ACCOUNT_BASE = 2 * 10**15
 """A user's futures account is ``FUTURES_ACCOUNT_BASE + user``: one ledger account per user,
@@ -270,6 +272,32 @@ class Setting(msgspec.Struct, gc=False):
     position_type: int
 
 
+class IndexSource(msgspec.Struct, gc=False):
+    """One source of a contract's index: its samples of the smoothing window, and what the
+    last index tick made of it."""
+
+    samples: list[tuple[int, int]] = msgspec.field(default_factory=list)
+    """(ts, price in the contract's ticks), oldest first, within the window."""
+    fed: int = 0
+    """An operator feed's last pushed price (0: a spot source, or never pushed)."""
+    fed_at: int = 0
+    value: int = 0
+    """The smoothed value at the last tick (0: none)."""
+    status: str = ""
+    """At the last tick: ``used``, or why not (``stale``, ``outlier``, ``thin``, ``none``)."""
+
+
+class PriceReference(msgspec.Struct, gc=False):
+    """A spot pair's reference price, what its price band is measured from: the time-weighted
+    median of its last trade price over a window (``spot_reference``)."""
+
+    symbol: str
+    samples: list[tuple[int, int]] = msgspec.field(default_factory=list)
+    """(ts, last trade price in ticks) change points, oldest first, within the window."""
+    value: int = 0
+    """The reference at the last tick (0: none yet)."""
+
+
 class ContractState(msgspec.Struct, gc=False):
     """Price and funding state of one contract."""
 
@@ -277,10 +305,8 @@ class ContractState(msgspec.Struct, gc=False):
     index: int = 0
     """Index price in ticks (0: none yet)."""
     operator_index: int = 0
-    """The last index price pushed by the operator. It is the index when the source is
-    ``operator``, and also for a spot source until that market trades again."""
-    operator_spot: int = 0
-    """The spot source's last price when the operator pushed (to see it trade again)."""
+    """The last index price the operator set (an override: the index until its sources move
+    it)."""
     basis_ema: int = 0
     """Moving average of (mid - index), in 1e-4 ticks."""
     basis_samples: int = 0
@@ -298,6 +324,11 @@ class ContractState(msgspec.Struct, gc=False):
     """Price of the contract's last trade."""
     socialized: int = 0
     """Losses nobody could pay, taken out of the clearing account (see its docstring)."""
+    sources: dict[str, IndexSource] = msgspec.field(default_factory=dict)
+    """The index's sources by name (``mid``, ``last``, operator feeds)."""
+    index_time: int = 0
+    """The last tick at which the sources set the index (its next move is bounded by the
+    time since), or when the operator set it."""
 
 
 class FundingRecord(msgspec.Struct, frozen=True, gc=False):
@@ -329,6 +360,7 @@ FuturesDoc = (
     | ContractState
     | FundingRecord
     | AccountTransfer
+    | PriceReference
 )
 """A futures document (``FuturesChanged.doc``; stored as ``futures_docs.doc``)."""
 

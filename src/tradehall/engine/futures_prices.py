@@ -1,7 +1,8 @@
 """Index, mark price, premium and funding of perpetual contracts.
 
-- Index: the last price of the configured spot market (rescaled to the contract's ticks), or
-  the price the operator pushed.
+- Index: built from its sources (``index_sources``: the spot market's mid at depth and last
+  trade, operator feeds), smoothed, filtered and bounded per second; or the price the operator
+  pushed as an override.
 - Premium: once a minute, (mid - index) / index of the contract's book; the funding interval's
   samples are averaged, and an exponential moving average of (mid - index) feeds the mark.
 - Mark: median(index x (1 + last funding rate x time left / interval), index + average basis,
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+from tradehall.engine import index_sources
 from tradehall.engine.contracts import RATE_ONE, ContractSpec
 from tradehall.engine.futures import INSURANCE_ACCOUNT, Futures
 from tradehall.engine.futures_model import (
@@ -24,7 +26,6 @@ from tradehall.engine.futures_model import (
     Position,
     futures_account,
 )
-from tradehall.units import pow10
 
 MINUTE_MS = 60_000
 BASIS_SCALE = 10_000
@@ -33,27 +34,6 @@ BASIS_PERIOD = 30
 """Samples (minutes) of the basis moving average."""
 INTEREST_BAND = 50_000
 """0.05 % in 1e-8: how far the interest component may move the rate off the premium."""
-OPERATOR = "operator"
-
-
-def rescale(price: int, from_places: int, to_places: int) -> int:
-    """A price in ticks of ``from_places`` decimals as ticks of ``to_places`` (half up)."""
-    if to_places >= from_places:
-        return price * pow10(to_places - from_places)
-    step = pow10(from_places - to_places)
-    return (price + step // 2) // step
-
-
-def source_index(fx: Futures, contract: ContractSpec) -> int:
-    state = fx.states[contract.symbol]
-    if contract.index_source == OPERATOR:
-        return state.operator_index
-    pair = fx.spot.pairs.get(contract.index_source)
-    last = fx.spot.last_price.get(contract.index_source, 0)
-    if pair is None or not last or (state.operator_index and last == state.operator_spot):
-        # No spot trade yet, or none since the operator pushed a price: the operator's.
-        return state.operator_index
-    return rescale(last, pair.price_precision, contract.price_precision)
 
 
 def mid(fx: Futures, symbol: str) -> int:
@@ -203,10 +183,7 @@ def refresh(
     changed = dirty
     interval = contract.funding_interval_ms
     if tick:
-        index = source_index(fx, contract)
-        if index and index != state.index:
-            state.index = index
-            changed = True
+        changed |= index_sources.tick(fx.spot, contract, state, ts)
         changed |= sample(fx, contract, state, ts)
         start = ts // interval * interval
         if not state.funding_time:

@@ -31,7 +31,7 @@ from tradehall.engine.futures_model import (
     futures_account,
 )
 from tradehall.engine.futures_risk import bankruptcy_limit, maintenance, unrealized
-from tradehall.engine.orders import CANCELED, FILLED, GTC, IOC, LIMIT, MARKET
+from tradehall.engine.orders import BUY, CANCELED, FILLED, GTC, IOC, LIMIT, MARKET, SELL
 
 MAX_ROUNDS = 1000
 """Bound on liquidation rounds per command (each round liquidates at least one position)."""
@@ -177,6 +177,9 @@ def _close_out(fx: Futures, pos: Position, ts: int) -> None:
     contract = fx.contracts[pos.contract]
     pos.liquidated = True
     limit = bankruptcy_limit(contract, pos, effective_margin(fx, pos))
+    edge = fx.band_edge(contract, SELL if pos.is_long else BUY)
+    if edge:  # never past the price band: what the book cannot take there is deleveraged
+        limit = max(limit, edge) if pos.is_long else min(limit or edge, edge)
     if limit:
         order = _closing_order(fx, pos, LIMIT, IOC, limit, pos.volume, BY_LIQUIDATION, ts)
     else:

@@ -46,6 +46,9 @@ class PairSpec:
     trading: bool
     base_decimals: int
     quote_decimals: int
+    price_band: int = 5_000_000
+    """Orders may trade at most this fraction (1e-8) away from the pair's reference price (a
+    LIMIT beyond it on its side is refused, a MARKET order stops at it); 0: no band."""
     base_per_lot: int = field(init=False, compare=False)
     """Base asset units in one lot."""
     quote_per_tick_lot: int = field(init=False, compare=False)

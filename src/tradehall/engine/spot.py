@@ -12,9 +12,11 @@ the resting order is cancelled and matching continues with the next order.
 from __future__ import annotations
 
 from tradehall.codes import Code, Reject
+from tradehall.engine import price_band
 from tradehall.engine.book import Level, OrderBook
 from tradehall.engine.commands import PlaceOrder
 from tradehall.engine.events import BalanceChanged, Event, OrderChanged, Trade, TradeExecuted
+from tradehall.engine.futures_model import PriceReference
 from tradehall.engine.ledger import MAX_BALANCE, Ledger
 from tradehall.engine.markets import FEE_RATE_DECIMALS, PairSpec
 from tradehall.engine.orders import (
@@ -63,6 +65,10 @@ class SpotMarkets:
         self.next_trade_id = 1
         self.last_price: dict[str, int] = {}
         """symbol -> price (ticks) of its latest trade."""
+        self.references: dict[str, PriceReference] = {}
+        """symbol -> the reference price of its price band (``spot_reference``)."""
+        self.band_edges: dict[str, tuple[int, int]] = {}
+        """symbol -> (lowest SELL, highest BUY) price its band allows now; absent: no band."""
         self._fee_balances: dict[str, list[int]] = {}
         """asset -> the fee account's [free, locked] record (see ``_fee_balance``)."""
 
@@ -91,6 +97,7 @@ class SpotMarkets:
             price = cmd.price
             if price <= 0:
                 raise Reject(Code.PRICE_RANGE, "price must be positive")
+            self.check_band(pair, side, price)
             if qty <= 0 or qty < pair.min_quantity:
                 raise Reject(Code.BELOW_MINIMUM, "quantity below the minimum")
             notional = price * qty * pair.quote_per_tick_lot
@@ -177,6 +184,9 @@ class SpotMarkets:
         notional = price * qty * pair.quote_per_tick_lot
         if notional > MAX_BALANCE or notional < pair.min_notional:
             return None
+        edges = self.band_edges.get(pair.symbol)
+        if edges is not None and not (price <= edges[1] if cmd.side == BUY else price >= edges[0]):
+            return None  # beyond the band: the general path refuses it
         book = self.books[pair.symbol]
         side = cmd.side
         if side == BUY:
@@ -253,7 +263,8 @@ class SpotMarkets:
         if keys and (
             not price or (-keys[-1] <= price if opposite is book.asks else keys[-1] >= price)
         ):
-            budget_spent = self._match(pair, book, order)
+            bound = price or self.band_edge(pair, side)
+            budget_spent = self._match(pair, book, order, bound)
 
         if order.type == LIMIT and tif in (GTC, POST_ONLY) and order.filled < order.qty:
             order.status = PARTIALLY_FILLED if order.filled else NEW
@@ -273,6 +284,31 @@ class SpotMarkets:
         order.status = FILLED if complete else CANCELED
         self._close(order)
         return self._emit(order)
+
+    def set_reference(self, reference: PriceReference) -> None:
+        """The pair's band reference, and the edges it gives its orders."""
+        symbol = reference.symbol
+        self.references[symbol] = reference
+        band = self.pairs[symbol].price_band
+        if band and reference.value > 0:
+            low = price_band.edge(reference.value, band, SELL)
+            self.band_edges[symbol] = (low, price_band.edge(reference.value, band, BUY))
+        else:
+            self.band_edges.pop(symbol, None)
+
+    def band_edge(self, pair: PairSpec, side: str) -> int:
+        """The worst price an order on ``side`` may trade at (0: no band, or no reference)."""
+        edges = self.band_edges.get(pair.symbol)
+        if edges is None:
+            return 0
+        return edges[1] if side == BUY else edges[0]
+
+    def check_band(self, pair: PairSpec, side: str, price: int) -> None:
+        if pair.symbol in self.band_edges:
+            reference = self.references[pair.symbol].value
+            price_band.check(
+                side, price, reference, pair.price_band, pair.price_precision, "reference price"
+            )
 
     def _would_take(self, book: OrderBook, order: Order) -> bool:
         best = book.opposite(order.side).best()
@@ -297,15 +333,15 @@ class SpotMarkets:
                 maker = maker.next
         return got
 
-    def _match(self, pair: PairSpec, book: OrderBook, taker: Order) -> bool:
-        """Match ``taker`` against the book. Returns True when a MARKET BUY stopped because
-        its budget could not buy one more lot.
+    def _match(self, pair: PairSpec, book: OrderBook, taker: Order, limit: int) -> bool:
+        """Match ``taker`` against the book up to ``limit`` (its price, or for a MARKET order
+        the price band's edge; 0: none). Returns True when a MARKET BUY stopped because its
+        budget could not buy one more lot.
 
         Self-trade prevention only touches resting orders the taker would really reach: the
         taker must still have quantity (or budget for a lot at that price) left."""
         opposite = book.opposite(taker.side)
         is_buy = taker.side == BUY
-        limit = taker.price if taker.type == LIMIT else 0
         by_budget = taker.type == MARKET and is_buy
         lot_cost = pair.quote_per_tick_lot
         while True:

@@ -27,7 +27,7 @@ from tradehall.engine.commands import (
     SetIndexPrice,
 )
 from tradehall.engine.contracts import ContractSpec
-from tradehall.engine.futures_prices import OPERATOR
+from tradehall.engine.index_sources import OPERATOR
 from tradehall.engine.markets import PairSpec
 from tradehall.exchange import Exchange
 from tradehall.sim.accounts import funding_tx, participant_name
@@ -44,6 +44,8 @@ USD_PRICES = {"BTC": 30_000.0, "ETH": 2_000.0, "USDT": 1.0, "USD": 1.0, "USDC": 
 """Start prices of the demo assets, for a market that has traded nothing yet and whose
 [[simulation.market]] table names no price."""
 INDEX_EVERY_MS = 1_000
+SIM_FEED = "sim"
+"""The name of the simulation's index feed (``SetIndexPrice.feed``)."""
 TAKER_ORDERS_FUNDED = 250
 """A taker is funded, on each side, for ``funds`` times this many average orders."""
 
@@ -199,7 +201,11 @@ class Simulation:
             self._last_index = now
             for market in self.markets:
                 if isinstance(market.venue, FuturesVenue):
-                    self.exchange.apply(SetIndexPrice(now, market.symbol, market.ref))
+                    # A feed among the index's sources, as an operator's feeder of other
+                    # venues' prices would be; the very first price sets the index at once.
+                    first = not self.exchange.engine.futures.states[market.symbol].index
+                    feed = "" if first else SIM_FEED
+                    self.exchange.apply(SetIndexPrice(now, market.symbol, market.ref, feed))
         # Takers first, makers last: between ticks every ladder is whole again.
         for market in self.markets:
             market.taker.act(market.rng, market.ref, now, dt)

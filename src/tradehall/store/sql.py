@@ -28,6 +28,7 @@ from tradehall.engine.futures_model import (
     KIND_FUNDING,
     KIND_ORDER,
     KIND_POSITION,
+    KIND_REFERENCE,
     KIND_SETTING,
     KIND_TRANSFER,
     KIND_TRIGGER,
@@ -37,6 +38,7 @@ from tradehall.engine.futures_model import (
     FuturesChanged,
     FuturesOrderState,
     Position,
+    PriceReference,
     Setting,
     Trigger,
 )
@@ -112,6 +114,7 @@ FUTURES_TYPES: dict[str, type[FuturesDoc]] = {
     KIND_CONTRACT: ContractState,
     KIND_FUNDING: FundingRecord,
     KIND_TRANSFER: AccountTransfer,
+    KIND_REFERENCE: PriceReference,
 }
 """The Struct each kind of futures document decodes to."""
 RESTORE_ORDER = (KIND_CONTRACT, KIND_SETTING, KIND_POSITION, KIND_TRIGGER, KIND_ORDER)

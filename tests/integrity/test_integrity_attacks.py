@@ -1,0 +1,325 @@
+"""Attacks on prices, each a test: what one account (or two of one owner) can do to the
+index, the mark, the price bands and the insurance fund with little money.
+
+E-BTC-USDT takes its index from BTCUSDT: the mid at 10,000 USDT of depth (weight 2) and the
+last trade (weight 1), smoothed over 60 s (time-weighted median), sources further than 5 %
+from their weighted median left out, moving at most 0.5 % a second; orders trade at most
+5 % from the mark (futures) or from the last minute's median trade price (spot). Prices:
+BTCUSDT in 0.01 USDT ticks, BTC in 1e-6 lots; E-BTC-USDT in 0.1 USDT ticks, 0.001 BTC a
+contract.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tradehall.codes import Reject
+from tradehall.config import load_config
+from tradehall.engine import audit
+from tradehall.engine.commands import (
+    Deposit,
+    FuturesPlace,
+    FuturesTick,
+    FuturesTransfer,
+    PlaceOrder,
+    SetIndexPrice,
+    SetLeverage,
+)
+from tradehall.engine.contracts import IndexSpec
+from tradehall.engine.engine import Engine
+from tradehall.engine.futures import INSURANCE_ACCOUNT
+from tradehall.engine.futures_model import BY_LIQUIDATION, FuturesOrderState
+from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL
+
+BTC_F = "E-BTC-USDT"
+PAIR = "BTCUSDT"
+UNIT = 10**8
+SPOT = 30_000_00  # 30000.00 in BTCUSDT ticks
+FUT = 300_000  # 30000.0 in E-BTC-USDT ticks
+HONEST_MAKER, VICTIM, VICTIM_MAKER, ALICE, BOB = 1, 2, 3, 4, 5
+
+
+class Venue:
+    """An engine with every price guard on, a clock, and the usual moves."""
+
+    def __init__(self, index: IndexSpec | None = None) -> None:
+        markets = load_config().markets
+        if index is not None:
+            contracts = {s: replace(c, index=index) for s, c in markets.contracts.items()}
+            markets = replace(markets, contracts=contracts)
+        self.engine = Engine(markets, check_invariants=True)
+        self.fx = self.engine.futures
+        self.ts = 1_000_000
+        self._tx = itertools.count(1)
+
+    def apply(self, cmd: Any) -> Any:
+        return self.engine.apply(cmd)
+
+    def fund(self, user: int, usdt: int, btc: int = 0, futures_usdt: int = 0) -> None:
+        """``usdt`` and ``btc`` in spot, ``futures_usdt`` more in futures."""
+        for asset, amount in (("USDT", usdt + futures_usdt), ("BTC", btc)):
+            if amount:
+                self.apply(Deposit(self.ts, user, asset, amount * UNIT, f"tx-{next(self._tx)}"))
+        if futures_usdt:
+            self.apply(FuturesTransfer(self.ts, user, "USDT", futures_usdt * UNIT, True))
+
+    def spot(self, user: int, side: str, price: int, lots: int, kind: str = LIMIT) -> Any:
+        return self.apply(PlaceOrder(self.ts, user, PAIR, side, kind, price, lots)).reply
+
+    def futures(self, user: int, side: str, action: str, volume: int, price: int = 0) -> Any:
+        kind = LIMIT if price else MARKET
+        cmd = FuturesPlace(self.ts, user, BTC_F, side, action, kind, price, volume)
+        return self.apply(cmd)
+
+    def tick(self, seconds: int = 1) -> list[Any]:
+        """One price tick a second, as the scheduler applies them; the liquidations seen."""
+        liquidated = []
+        for _ in range(seconds):
+            self.ts += 1_000
+            for event in self.apply(FuturesTick(self.ts)).events:
+                doc = getattr(event, "doc", None)
+                if isinstance(doc, FuturesOrderState) and doc.source == BY_LIQUIDATION:
+                    liquidated.append(doc)
+        return liquidated
+
+    def index(self) -> int:
+        return self.fx.states[BTC_F].index
+
+    def mark(self) -> int:
+        return self.fx.states[BTC_F].mark
+
+    def fund_balance(self) -> int:
+        return self.engine.ledger.free(INSURANCE_ACCOUNT, "USDT")
+
+    def audit_ok(self) -> None:
+        assert audit.check(self.engine) == [], audit.check(self.engine)
+
+
+def honest_book(venue: Venue, depth_btc: int = 2) -> None:
+    """A maker quoting BTCUSDT 0.05 % either side of 30000 with ``depth_btc`` a side, a
+    trade at 30000, a minute of ticks: the index and the spot reference are 30000."""
+    venue.fund(HONEST_MAKER, 10_000_000, 1_000)
+    venue.fund(VICTIM_MAKER, 10_000_000, 1_000)
+    venue.spot(HONEST_MAKER, SELL, SPOT, 1_000)
+    venue.spot(VICTIM_MAKER, BUY, SPOT, 1_000)
+    for step in range(depth_btc * 4):
+        lots = 250_000  # 0.25 BTC a level
+        venue.spot(HONEST_MAKER, BUY, SPOT - 15_00 - step * 100, lots)
+        venue.spot(HONEST_MAKER, SELL, SPOT + 15_00 + step * 100, lots)
+    venue.tick(61)
+    assert venue.index() == FUT
+
+
+def victims(venue: Venue, leverage: int = 10) -> None:
+    """A long and a short of 100 contracts each at 30000, ``leverage``x cross."""
+    venue.fund(VICTIM, 1_000_000, 0, 100_000)
+    venue.fund(VICTIM_MAKER, 0, 0, 100_000)
+    for user in (VICTIM, VICTIM_MAKER):
+        venue.apply(SetLeverage(venue.ts, user, BTC_F, leverage))
+    venue.futures(VICTIM_MAKER, SELL, "OPEN", 100, FUT)
+    venue.futures(VICTIM, BUY, "OPEN", 100, FUT)
+
+
+def attackers(venue: Venue, usdt: int = 10_000, btc: int = 1) -> None:
+    venue.fund(ALICE, usdt, btc, usdt)
+    venue.fund(BOB, usdt, btc, usdt)
+
+
+# --------------------------------------------------------------------------- the audit's case
+
+
+def test_a_tiny_trade_far_from_the_market_cannot_print_and_the_index_does_not_follow() -> None:
+    """The audit's case: 5 USDT traded 33 % below the market moved the index and put other
+    traders' positions under water. The spot band refuses the far price; and where no band
+    stood in the way (a thin book, the band off), the smoothed sources keep the index."""
+    venue = Venue()
+    honest_book(venue)
+    victims(venue)
+    attackers(venue)
+    with pytest.raises(Reject) as refused:
+        venue.spot(ALICE, SELL, 20_000_00, 250)  # 0.00025 BTC, 5 USDT at 20000
+    assert refused.value.code == -1138 and "below the price band" in refused.value.msg
+    venue.audit_ok()
+
+
+def test_a_tiny_print_on_a_thin_book_moves_the_index_at_most_the_bound() -> None:
+    """No depth for the mid, no spot band: the attacker's 5 USDT print at 20000 is the last
+    price. The index holds until that price has held half the smoothing window, and then
+    moves at most 0.5 % a second: nobody at 10x is liquidated in the next minute."""
+    markets = load_config().markets
+    venue = Venue()
+    venue.engine.spot.pairs[PAIR] = replace(markets.pairs[PAIR], price_band=0)
+    venue.fund(HONEST_MAKER, 10_000_000, 1_000)
+    venue.spot(HONEST_MAKER, SELL, SPOT, 1_000)
+    attackers(venue)
+    venue.spot(ALICE, BUY, SPOT, 1_000)
+    venue.tick(61)
+    assert venue.index() == FUT
+    victims(venue)
+    venue.spot(ALICE, BUY, 20_000_00, 250)
+    venue.spot(BOB, SELL, 20_000_00, 250)  # 5 USDT printed at 20000 (the only bid)
+    marks = []
+    for _ in range(29):
+        assert venue.tick() == []
+        marks.append(venue.mark())
+    assert venue.index() == FUT and set(marks) == {FUT}  # the median has not turned
+    liquidated = venue.tick(31)
+    moved = FUT - venue.index()
+    assert 0 < moved <= FUT * 5 // 1_000 * 31  # turned, then at most 0.5 % a second
+    assert liquidated == []  # 10x longs are liquidated about 9.5 % down: not in a minute
+    venue.audit_ok()
+
+
+# --------------------------------------------------------------------------- wash trading
+
+
+def test_a_wash_trade_pump_moves_the_index_a_third_of_its_distance_at_most() -> None:
+    """Two accounts of one owner trade 0.01 BTC (1 % of the book's 2 BTC a side) with each
+    other every second for a minute at the band's edge, 5 % up. The last price is one of
+    three weights against the mid at depth: the index moves under 2 %, nobody at 10x is
+    liquidated, and the pump cannot walk the band (its reference is the median)."""
+    venue = Venue()
+    honest_book(venue)
+    victims(venue)
+    attackers(venue, 100_000, 10)
+    start = venue.index()
+    for second in range(60):
+        price = SPOT * 1049 // 1000
+        venue.spot(BOB, SELL, price, 10_000)
+        venue.spot(ALICE, BUY, price, 10_000)
+        assert venue.tick() == [], second
+    assert venue.index() - start < start * 2 // 100
+    with pytest.raises(Reject):  # the band did not move with the pump
+        venue.spot(ALICE, BUY, SPOT * 1060 // 1000, 10_000)
+    venue.audit_ok()
+
+
+# --------------------------------------------------------------------------- sweeping
+
+
+def test_a_market_order_on_a_thin_book_stops_at_the_band() -> None:
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 1_000_000, 100)
+    # Spot: bids down to 29940 (2 BTC), then one at 25000 that the band keeps out of reach.
+    venue.fund(VICTIM, 1_000_000)
+    venue.spot(VICTIM, BUY, 25_000_00, 1_000_000)
+    sold = venue.spot(ALICE, SELL, 0, 5_000_000, MARKET)
+    assert sold.status == "CANCELED" and sold.filled == 2_000_000
+    best = venue.engine.spot.books[PAIR].bids.best()
+    assert best is not None and best.price == 25_000_00  # untouched
+    # Futures: asks 0.5 % and 9 % above the mark; a MARKET BUY stops at the band's edge.
+    venue.fund(VICTIM_MAKER, 0, 0, 100_000)
+    venue.futures(VICTIM_MAKER, SELL, "OPEN", 10, FUT + 150)
+    venue.futures(VICTIM_MAKER, SELL, "OPEN", 50, FUT * 109 // 100)
+    bought = venue.futures(BOB, BUY, "OPEN", 30).reply
+    assert (bought.filled, bought.status) == (10, "CANCELED")
+    venue.audit_ok()
+
+
+# --------------------------------------------------------------------------- spoofing
+
+
+def test_spoofed_quotes_do_not_move_the_depth_mid() -> None:
+    """One-lot quotes inside the spread and large quotes 10 % away leave the mid at 10,000
+    USDT of depth where it was; a one-lot bid above the band is refused."""
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 1_000_000, 100)
+    before = venue.fx.states[BTC_F].sources["mid"].samples[-1][1]
+    for step in range(1, 10):
+        venue.spot(ALICE, BUY, SPOT - 15_00 + step * 100, 200)  # 6 USDT each, in the spread
+    venue.spot(ALICE, BUY, SPOT * 90 // 100, 3_000_000)  # 3 BTC 10 % below
+    venue.spot(BOB, SELL, SPOT * 110 // 100, 3_000_000)  # 3 BTC 10 % above
+    with pytest.raises(Reject):
+        venue.spot(BOB, BUY, SPOT * 110 // 100, 10)
+    venue.tick(5)
+    mid = venue.fx.states[BTC_F].sources["mid"]
+    assert mid.samples[-1][1] == before and mid.status == "used"
+    assert venue.index() == FUT
+    venue.audit_ok()
+
+
+# --------------------------------------------------------------------------- operator feeds
+
+
+def test_a_crazy_or_stale_feed_is_left_out() -> None:
+    """Three feeds and no spot source: one pushing 10x is an outlier, one that stops is
+    stale after 30 s; a price of 0 is refused at the door."""
+    venue = Venue(IndexSpec(weights=(("a", 1), ("b", 1), ("c", 1))))
+
+    def push(feed: str, price: int) -> None:
+        venue.apply(SetIndexPrice(venue.ts, BTC_F, price, feed))
+
+    for _ in range(5):
+        push("a", FUT)
+        push("b", FUT + 10)
+        push("c", FUT * 10)
+        venue.tick()
+    sources = venue.fx.states[BTC_F].sources
+    assert (sources["a"].status, sources["b"].status, sources["c"].status) == (
+        "used", "used", "outlier",
+    )  # fmt: skip
+    assert venue.index() == FUT + 5
+    for _ in range(31):  # b stops
+        push("a", FUT)
+        push("c", FUT * 10)
+        venue.tick()
+    assert sources["b"].status == "stale"
+    with pytest.raises(Reject):
+        push("a", 0)
+    venue.audit_ok()
+
+
+# --------------------------------------------------------------------------- the fund
+
+
+@settings(
+    max_examples=40,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_two_colluding_accounts_cannot_drain_the_insurance_fund(data: st.DataObject) -> None:
+    """Alice and Bob (one owner) send any orders they like, spot and futures, at any price
+    and leverage, while an honest feed moves the index by small steps (at most 0.2 % a
+    second: liquidations come before bankruptcy). The fund never pays out."""
+    venue = Venue(IndexSpec(weights=(("honest", 3), ("mid", 2), ("last", 1))))
+    honest_book(venue)
+    victims(venue, 20)
+    attackers(venue, 20_000, 2)
+    venue.apply(Deposit(venue.ts, INSURANCE_ACCOUNT, "USDT", 100_000 * UNIT, "fund"))
+    honest = FUT
+    fund = venue.fund_balance()
+    for step in range(data.draw(st.integers(5, 40), label="steps")):
+        user = data.draw(st.sampled_from((ALICE, BOB)))
+        kind = data.draw(st.sampled_from(("spot", "futures", "leverage", "wait")))
+        try:
+            if kind == "spot":
+                side = data.draw(st.sampled_from((BUY, SELL)))
+                price = SPOT * data.draw(st.integers(50, 150)) // 100
+                venue.spot(user, side, price, data.draw(st.integers(1, 50_000)))
+            elif kind == "futures":
+                side = data.draw(st.sampled_from((BUY, SELL)))
+                action = data.draw(st.sampled_from(("OPEN", "CLOSE")))
+                price = FUT * data.draw(st.integers(50, 150)) // 100
+                price = data.draw(st.sampled_from((0, price)))
+                venue.futures(user, side, action, data.draw(st.integers(1, 200)), price)
+            elif kind == "leverage":
+                lever = data.draw(st.sampled_from((1, 10, 50, 100)))
+                venue.apply(SetLeverage(venue.ts, user, BTC_F, lever))
+        except Reject:
+            pass
+        honest += honest * data.draw(st.integers(-2, 2)) // 1_000
+        venue.apply(SetIndexPrice(venue.ts, BTC_F, honest, "honest"))
+        venue.tick()
+        assert venue.fund_balance() >= fund, step
+        fund = venue.fund_balance()
+    venue.audit_ok()

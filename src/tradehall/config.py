@@ -81,7 +81,9 @@ _SERVER_KEYS = (
     "rate_limits",
     "max_clock_ahead_ms",
     "admin_remote",
+    "allowed_hosts",
 )
+_HOST_NAME_RE = re.compile(r"(\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\]|\*")
 _ASSET_KEYS = ("name", "decimals")
 _PAIR_KEYS = (
     "symbol",
@@ -142,6 +144,8 @@ class ServerConfig:
     admin_remote: bool = False
     """The admin API and the operator page (/admin) also answer callers off loopback (the
     admin token is still required)."""
+    allowed_hosts: tuple[str, ...] = ("*",)
+    """The ``Host`` header names answered: exact names, ``*.example.com``, or ``*`` (any)."""
 
 
 Rate = tuple[int, int]
@@ -531,7 +535,26 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
             "max_clock_ahead_ms", 1, MAX_CLOCK_AHEAD_MS, defaults.max_clock_ahead_ms
         ),
         admin_remote=table.boolean("admin_remote", defaults.admin_remote),
+        allowed_hosts=_allowed_hosts(table, defaults.allowed_hosts),
     )
+
+
+def _allowed_hosts(table: _Table, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = table.values.get("allowed_hosts")
+    if value is None:
+        return default
+    if not isinstance(value, list) or not value:
+        raise table.error("allowed_hosts", "must be a non-empty array of host names")
+    hosts = []
+    for item in value:
+        if not isinstance(item, str) or not _HOST_NAME_RE.fullmatch(item.lower()):
+            raise table.error(
+                "allowed_hosts",
+                f"{item!r} is not a host name: give names without scheme, port or path"
+                ' ("exchange.example.com", "*.example.com", "127.0.0.1", "[::1]", or "*")',
+            )
+        hosts.append(item.lower())
+    return tuple(hosts)
 
 
 def _rate(table: _Table, key: str, default: Rate) -> Rate:

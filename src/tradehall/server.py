@@ -142,6 +142,7 @@ def app_with_faults(
         run_simulation=simulate,
         max_clock_ahead_ms=exchange.config.server.max_clock_ahead_ms,
         admin_remote=admin_remote,
+        allowed_hosts=exchange.config.server.allowed_hosts,
     )
     if not settings.faults.enabled:
         return app

@@ -277,7 +277,7 @@ class Hub(Fanout):
         margin_accounts = engine.margin.accounts
         for change in batch.changes:
             if isinstance(change, FuturesChanged):
-                if change.user in futures:
+                if change.user in futures and _pushed(change, batch):
                     message = self._futures_change(change, now)
                     if message is not None:
                         self.publish_user(FUTURES, change.user, gzip_json(message))
@@ -348,3 +348,11 @@ class Hub(Fanout):
         else:
             return None
         return {"channel": channel, "ts": now, "contractName": contract.symbol, "tick": tick}
+
+
+def _pushed(change: FuturesChanged, batch: Batch) -> bool:
+    """Whether a futures change is pushed: every order and trigger change, but a position
+    once per commit, at its last change (its state after the commit), as balances are."""
+    if change.kind != KIND_POSITION:
+        return True
+    return batch.futures.get((change.kind, change.user, change.contract, change.id)) is change

@@ -48,7 +48,8 @@ function renderOverview([status, activity, system]) {
     num(String(g.connections)), num(String(g.lastHeardSecondsAgo)),
   )));
   fillRows($('#errors tbody'), activity.recentErrors.map((e) => row(
-    formatTime(e.time), `${e.method} ${e.path}`, num(String(e.status)), num(String(e.code)), e.msg,
+    formatTime(e.time), e.source ?? '', num(String(e.count ?? 1)), `${e.method} ${e.path}`,
+    num(String(e.status)), num(String(e.code)), e.msg,
   )), 'no errors since the server started');
   fillRows($('#system tbody'), system.accounts.flatMap((a) => a.balances.map((b) => row(
     a.account === 'fees' ? 'fee account' : a.account === 'pool' ? 'lending pool' : 'insurance fund',

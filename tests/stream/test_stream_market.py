@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from stream_support import (
@@ -300,6 +301,47 @@ def test_a_message_over_one_mebibyte_closes_the_connection(venue: Venue) -> None
             with pytest.raises(ConnectionClosed):
                 await next_message(ws)
             assert ws.close_code == 1009
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_depth_push_that_would_repeat_the_last_one_is_not_sent(venue: Venue) -> None:
+    """A book change below the 30 levels shown moves the book's version but not the tick:
+    nothing is pushed (the ping, every heartbeat_s, is the heartbeat; docs/websocket.md)."""
+
+    def sells(prices: list[int]) -> None:
+        orders = [
+            {"price": str(p), "volume": "0.01", "side": "SELL", "batchType": "LIMIT"}
+            for p in prices
+        ]
+        with venue.client(0) as alice:
+            for chunk in range(0, len(orders), 10):
+                alice.batch_orders("BTCUSDT", orders[chunk : chunk + 10])
+
+    async def pushes(ws: Any, seconds: float) -> list[Any]:
+        out = []
+        while True:
+            try:
+                out.append(await next_message(ws, seconds))
+            except TimeoutError:
+                return out
+
+    async def scenario() -> None:
+        await asyncio.to_thread(sells, list(range(41000, 41031)))  # 31 levels at least
+        ws = await open_ws(venue.ws + SPOT)
+        try:
+            await subscribe(ws, "market_btcusdt_depth_step0")
+            await next_message(ws)  # the snapshot at subscription
+            await asyncio.to_thread(sells, [39990])  # shown: pushed
+            shown = await pushes(ws, 0.5)
+            assert shown and shown[-1]["tick"]["asks"][0][0] == "39990.00"
+            await asyncio.to_thread(sells, [49000, 49001])  # below the 30 levels shown
+            assert await pushes(ws, 0.6) == []
+            await asyncio.to_thread(sells, [39980])  # shown again: pushed
+            again = await pushes(ws, 0.5)
+            assert again and again[-1]["tick"]["asks"][0][0] == "39980.00"
         finally:
             await ws.close()
 

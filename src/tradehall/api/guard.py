@@ -3,6 +3,7 @@ answers (``[server] allowed_hosts``), applied by the app in front of every route
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 
 from starlette.types import Message, Scope, Send
@@ -35,7 +36,8 @@ def secured(send: Send) -> Send:
 
 class HostRule:
     """The ``Host`` names served: exact names, ``*.example.com`` for any subdomain of
-    example.com, or ``*`` for any (the default). The port is not part of the rule. Matching
+    example.com, or ``*`` for any (the default); loopback names always. The port is not part
+    of the rule. Matching
     is Starlette's ``TrustedHostMiddleware``'s, run inside the app so that the API's fixed
     paths keep their direct dispatch and a refusal is the catalogue's JSON error."""
 
@@ -52,7 +54,22 @@ class HostRule:
         return all(self._allows(host) for host in hosts)
 
     def _allows(self, host: str) -> bool:
-        return host in self.exact or (bool(host) and host.endswith(self.suffixes))
+        return (
+            host in self.exact
+            or (bool(host) and host.endswith(self.suffixes))
+            or is_loopback_name(host)
+        )
+
+
+def is_loopback_name(host: str) -> bool:
+    """``localhost`` or a loopback address (``127.0.0.1``, ``[::1]``): always answered, so the
+    operator's commands reach their server; no DNS-rebinding page can be served under them."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
 
 
 def hosts_of(scope: Scope) -> list[str]:

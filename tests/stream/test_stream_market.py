@@ -346,3 +346,28 @@ def test_a_depth_push_that_would_repeat_the_last_one_is_not_sent(venue: Venue) -
             await ws.close()
 
     asyncio.run(scenario())
+
+
+def test_a_mark_price_push_that_would_repeat_the_last_one_is_not_sent(venue: Venue) -> None:
+    """The operator setting the index it already has changes the contract's state, not its
+    prices: nothing is pushed."""
+
+    async def scenario() -> None:
+        ws = await open_ws(venue.ws + FUTURES)
+        try:
+            await subscribe(ws, "mark_price_e_ethusdt")
+            await asyncio.to_thread(venue.admin.set_index_price, "E-ETH-USDT", "2100")
+            pushed = (await until(ws, "mark_price_e_ethusdt", timeout=8))["tick"]
+            while pushed["indexPrice"] != Decimal("2100"):
+                pushed = (await until(ws, "mark_price_e_ethusdt", timeout=8))["tick"]
+            for _ in range(2):
+                await asyncio.to_thread(venue.admin.set_index_price, "E-ETH-USDT", "2100")
+            with pytest.raises(TimeoutError):
+                await until(ws, "mark_price_e_ethusdt", timeout=0.8)
+            await asyncio.to_thread(venue.admin.set_index_price, "E-ETH-USDT", "2101")
+            moved = (await until(ws, "mark_price_e_ethusdt", timeout=8))["tick"]
+            assert moved["indexPrice"] == Decimal("2101")
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())

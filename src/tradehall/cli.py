@@ -494,6 +494,7 @@ def gateway(
                 batch_delay=batch_delay_ms / 1000,
                 read_cache_ms=read_cache_ms,
                 faults=cfg.simulation.faults,
+                allowed_hosts=cfg.server.allowed_hosts,
             )
 
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):

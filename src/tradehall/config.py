@@ -54,7 +54,9 @@ _TOP_KEYS = (
     "margin",
     "contracts",
     "simulation",
+    "admin",
 )
+_ADMIN_KEYS = ("max_deposit",)
 _WEBSOCKET_KEYS = (
     "push_interval_ms",
     "heartbeat_s",
@@ -95,7 +97,9 @@ _SERVER_KEYS = (
     "rate_limits",
     "max_clock_ahead_ms",
     "admin_remote",
+    "allowed_hosts",
 )
+_HOST_NAME_RE = re.compile(r"(\*\.)?[a-z0-9_.-]+|\[[0-9a-f:.]+\]|\*")
 _ASSET_KEYS = ("name", "decimals")
 _PAIR_KEYS = (
     "symbol",
@@ -165,6 +169,8 @@ class ServerConfig:
     admin_remote: bool = False
     """The admin API and the operator page (/admin) also answer callers off loopback (the
     admin token is still required)."""
+    allowed_hosts: tuple[str, ...] = ("*",)
+    """The ``Host`` header names answered: exact names, ``*.example.com``, or ``*`` (any)."""
 
 
 Rate = tuple[int, int]
@@ -211,6 +217,20 @@ class WebSocketSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """The operator's actions (``[admin]``)."""
+
+    max_deposit: Decimal | None = None
+    """The most one deposit to a user may credit, in units of its asset, for every asset
+    (None: no ceiling) ..."""
+    max_deposit_by_asset: dict[str, Decimal] = field(default_factory=dict)
+    """... or per asset (an asset not listed: no ceiling)."""
+
+    def deposit_ceiling(self, asset: str) -> Decimal | None:
+        return self.max_deposit_by_asset.get(asset, self.max_deposit)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     server: ServerConfig
     markets: MarketsSpec
@@ -219,6 +239,7 @@ class Config:
     limits: LimitSettings = LimitSettings()
     websocket: WebSocketSettings = WebSocketSettings()
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
+    admin: AdminSettings = field(default_factory=AdminSettings)
 
 
 class ConfigError(Exception):
@@ -273,6 +294,7 @@ def parse_config(text: str, source: str) -> Config:
     contracts = _contracts(doc, root.get("contracts", []), assets, pairs)
     markets = MarketsSpec(assets=assets, pairs=pairs, margin=margin, contracts=contracts)
     websocket = _websocket(doc, root.get("websocket", {}))
+    admin = _admin(doc, root.get("admin", {}), assets)
     from tradehall.config_simulation import parse_simulation  # it builds on this module
 
     simulation = parse_simulation(source, text, root.get("simulation", {}), markets)
@@ -283,6 +305,7 @@ def parse_config(text: str, source: str) -> Config:
         limits=limits,
         websocket=websocket,
         simulation=simulation,
+        admin=admin,
     )
 
 
@@ -557,7 +580,26 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
             "max_clock_ahead_ms", 1, MAX_CLOCK_AHEAD_MS, defaults.max_clock_ahead_ms
         ),
         admin_remote=table.boolean("admin_remote", defaults.admin_remote),
+        allowed_hosts=_allowed_hosts(table, defaults.allowed_hosts),
     )
+
+
+def _allowed_hosts(table: _Table, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = table.values.get("allowed_hosts")
+    if value is None:
+        return default
+    if not isinstance(value, list) or not value:
+        raise table.error("allowed_hosts", "must be a non-empty array of host names")
+    hosts = []
+    for item in value:
+        if not isinstance(item, str) or not _HOST_NAME_RE.fullmatch(item.lower()):
+            raise table.error(
+                "allowed_hosts",
+                f"{item!r} is not a host name: give names without scheme, port or path"
+                ' ("exchange.example.com", "*.example.com", "127.0.0.1", "[::1]", or "*")',
+            )
+        hosts.append(item.lower())
+    return tuple(hosts)
 
 
 def _rate(table: _Table, key: str, default: Rate) -> Rate:
@@ -607,6 +649,32 @@ def _websocket(doc: _Document, value: object) -> WebSocketSettings:
         queue_frames=table.integer("queue_frames", 1, 1_000_000, d.queue_frames),
         max_message_bytes=table.integer("max_message_bytes", 256, 1 << 20, d.max_message_bytes),
     )
+
+
+def _admin(doc: _Document, value: object, assets: dict[str, AssetSpec]) -> AdminSettings:
+    """``max_deposit``: one ceiling for every asset (``"1000000"``), or a table of ceilings
+    by asset (``{ USDT = "1000000", BTC = "20" }``)."""
+    table = _Table(doc, doc.table(value, "admin"), "admin")
+    doc.check_keys(table.values, "admin", _ADMIN_KEYS)
+    raw = table.values.get("max_deposit")
+    if raw is None:
+        return AdminSettings()
+    if not isinstance(raw, dict):
+        return AdminSettings(max_deposit=_ceiling(table, "max_deposit"))
+    by_asset = _Table(doc, raw, "admin.max_deposit")
+    ceilings: dict[str, Decimal] = {}
+    for name in raw:
+        if name.upper() not in assets:
+            raise by_asset.error(name, f"unknown asset {name!r}")
+        ceilings[name.upper()] = _ceiling(by_asset, name)
+    return AdminSettings(max_deposit_by_asset=ceilings)
+
+
+def _ceiling(table: _Table, key: str) -> Decimal:
+    value = table.decimal(key)
+    if value <= 0:
+        raise table.error(key, f"must be above 0, got {_plain(value)}")
+    return value
 
 
 def _level(table: _Table, key: str, default: int) -> int:

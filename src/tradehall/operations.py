@@ -156,9 +156,26 @@ def transfer(
     tx_id: str | None,
     ts: int,
 ) -> dict[str, Any]:
-    """A deposit or withdrawal, idempotent by ``tx_id`` (one is generated when absent)."""
+    """A deposit or withdrawal, idempotent by ``tx_id`` (one is generated when absent); a
+    deposit no larger than ``[admin] max_deposit``."""
     ex.require_user(user_id)
+    if kind == "deposit":
+        _check_ceiling(ex, _name(asset), amount)
     return _external(ex, kind, user_id, asset, amount, tx_id, ts)
+
+
+def _check_ceiling(ex: Exchange, asset: str, amount: str) -> None:
+    ceiling = ex.config.admin.deposit_ceiling(asset)
+    if ceiling is None:
+        return
+    units = _amount(ex, asset, amount)  # refuses what is not an amount of a known asset
+    decimals = ex.config.markets.assets[asset].decimals
+    if units > ceiling.scaleb(decimals):
+        raise Reject(
+            Code.BAD_PARAM,
+            f"a deposit of {amount} {asset} is above [admin] max_deposit"
+            f" ({format(ceiling, 'f')} {asset}): nothing was deposited",
+        )
 
 
 def fund(

@@ -25,6 +25,7 @@ from tradehall.exchange import Exchange
 from tradehall.sim.faults import FaultInjector
 from tradehall.store.base import collector_paused
 from tradehall.store.factory import open_store, store_identity
+from tradehall.stream.log_filters import quiet_invalid_utf8
 
 
 class ListenError(Exception):
@@ -95,7 +96,7 @@ def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
     the client's address from ``X-Forwarded-For`` whenever the connection comes from
     127.0.0.1, and any local client (or a proxy passing the header through) could then pass
     a key's IP allow-list and the per-IP rate limits with an address of its choosing."""
-    return uvicorn.Config(
+    config = uvicorn.Config(
         app,
         loop="uvloop",
         http="httptools",
@@ -115,6 +116,8 @@ def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
         ws="websockets-sansio",
         ws_per_message_deflate=False,
     )
+    quiet_invalid_utf8()  # after uvicorn.Config, which configures its loggers
+    return config
 
 
 def recover_for_serving(exchange: Exchange) -> None:
@@ -142,6 +145,7 @@ def app_with_faults(
         run_simulation=simulate,
         max_clock_ahead_ms=exchange.config.server.max_clock_ahead_ms,
         admin_remote=admin_remote,
+        allowed_hosts=exchange.config.server.allowed_hosts,
     )
     if not settings.faults.enabled:
         return app

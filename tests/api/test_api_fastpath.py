@@ -21,6 +21,7 @@ from support import Env
 from tradehall.api import wire
 from tradehall.api.app import App
 from tradehall.api.errors import ApiError
+from tradehall.api.guard import SECURITY_HEADERS
 from tradehall.api.http import parse_query
 from tradehall.api.params import Params
 from tradehall.client import ApiError as ClientError
@@ -105,7 +106,11 @@ def both_ways(
 def test_fast_dispatch_answers_as_starlette(env: Env) -> None:
     status, headers, body = both_ways(env, "GET", SPOT + "/ping")
     assert (status, body) == (200, b"{}")
-    assert headers == [(b"content-length", b"2"), (b"content-type", b"application/json")]
+    assert headers == [
+        (b"content-length", b"2"),
+        (b"content-type", b"application/json"),
+        *SECURITY_HEADERS,
+    ]
     status, _, body = both_ways(env, "GET", SPOT + "/depth", b"symbol=BTCUSDT&limit=5")
     assert status == 200 and json.loads(body)["time"] == env.clock()
     status, _, body = both_ways(env, "GET", SPOT + "/depth", b"symbol=NOPE")

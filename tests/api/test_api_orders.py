@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -425,6 +426,32 @@ def test_bad_time_in_force(env: Env, alice: Client) -> None:
 
 
 # --------------------------------------------------------------------------- client order ids
+
+
+def test_client_order_ids_take_the_documented_characters(env: Env, alice: Client) -> None:
+    """docs/api.md: 1 to 64 printable ASCII characters other than the space (`!` to `~`);
+    a space, or anything else, is refused with -1100 and changes nothing."""
+    docs = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    assert "64 printable ASCII\n  characters other than the space (`!` to `~`)" in docs
+    printable = "".join(chr(c) for c in range(0x21, 0x7F))
+    for i, cid in enumerate((printable[:64], printable[64:])):
+        placed = alice.create_order(
+            "BTCUSDT", "BUY", "LIMIT", "0.01", price=str(20000 + i), client_order_id=cid
+        )
+        assert placed["clientOrderId"] == cid
+    before = snapshot(alice)
+    for cid in ("my order", " lead", "trail ", "tab\there", "caf\u00e9", "\x7f"):
+        exc = error_of(
+            alice.create_order,
+            "BTCUSDT",
+            "BUY",
+            "LIMIT",
+            "0.01",
+            price="20000",
+            client_order_id=cid,
+        )
+        assert_error(exc, 400, -1100)
+    assert snapshot(alice) == before
 
 
 def test_client_order_id_unique_among_open_orders(env: Env, alice: Client, bob: Client) -> None:

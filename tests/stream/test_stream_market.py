@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from stream_support import (
@@ -300,6 +301,72 @@ def test_a_message_over_one_mebibyte_closes_the_connection(venue: Venue) -> None
             with pytest.raises(ConnectionClosed):
                 await next_message(ws)
             assert ws.close_code == 1009
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_depth_push_that_would_repeat_the_last_one_is_not_sent(venue: Venue) -> None:
+    """A book change below the 30 levels shown moves the book's version but not the tick:
+    nothing is pushed (the ping, every heartbeat_s, is the heartbeat; docs/websocket.md)."""
+
+    def sells(prices: list[int]) -> None:
+        orders = [
+            {"price": str(p), "volume": "0.01", "side": "SELL", "batchType": "LIMIT"}
+            for p in prices
+        ]
+        with venue.client(0) as alice:
+            for chunk in range(0, len(orders), 10):
+                alice.batch_orders("BTCUSDT", orders[chunk : chunk + 10])
+
+    async def pushes(ws: Any, seconds: float) -> list[Any]:
+        out = []
+        while True:
+            try:
+                out.append(await next_message(ws, seconds))
+            except TimeoutError:
+                return out
+
+    async def scenario() -> None:
+        await asyncio.to_thread(sells, list(range(41000, 41031)))  # 31 levels at least
+        ws = await open_ws(venue.ws + SPOT)
+        try:
+            await subscribe(ws, "market_btcusdt_depth_step0")
+            await next_message(ws)  # the snapshot at subscription
+            await asyncio.to_thread(sells, [39990])  # shown: pushed
+            shown = await pushes(ws, 0.5)
+            assert shown and shown[-1]["tick"]["asks"][0][0] == "39990.00"
+            await asyncio.to_thread(sells, [49000, 49001])  # below the 30 levels shown
+            assert await pushes(ws, 0.6) == []
+            await asyncio.to_thread(sells, [39980])  # shown again: pushed
+            again = await pushes(ws, 0.5)
+            assert again and again[-1]["tick"]["asks"][0][0] == "39980.00"
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_mark_price_push_that_would_repeat_the_last_one_is_not_sent(venue: Venue) -> None:
+    """The operator setting the index it already has changes the contract's state, not its
+    prices: nothing is pushed."""
+
+    async def scenario() -> None:
+        ws = await open_ws(venue.ws + FUTURES)
+        try:
+            await subscribe(ws, "mark_price_e_ethusdt")
+            await asyncio.to_thread(venue.admin.set_index_price, "E-ETH-USDT", "2100")
+            pushed = (await until(ws, "mark_price_e_ethusdt", timeout=8))["tick"]
+            while pushed["indexPrice"] != Decimal("2100"):
+                pushed = (await until(ws, "mark_price_e_ethusdt", timeout=8))["tick"]
+            for _ in range(2):
+                await asyncio.to_thread(venue.admin.set_index_price, "E-ETH-USDT", "2100")
+            with pytest.raises(TimeoutError):
+                await until(ws, "mark_price_e_ethusdt", timeout=0.8)
+            await asyncio.to_thread(venue.admin.set_index_price, "E-ETH-USDT", "2101")
+            moved = (await until(ws, "mark_price_e_ethusdt", timeout=8))["tick"]
+            assert moved["indexPrice"] == Decimal("2101")
         finally:
             await ws.close()
 

@@ -12,7 +12,7 @@ import pytest
 from stream_support import TOPOLOGIES, Venue, error_of, next_message, open_ws, send, start_venue
 from websockets.exceptions import ConnectionClosed
 
-from tradehall.client import sign, signature_payload
+from tradehall.client import Client, sign, signature_payload
 from tradehall.client.stream import UserStream
 
 SPOT_USER = "/spotws_user/userData/ws"
@@ -195,5 +195,47 @@ def test_futures_stream_pushes_a_conditional_order_and_its_firing(venue: Venue) 
         assert triggers[0]["status"] != triggers[-1]["status"]  # waiting, then fired
         orders = [e["tick"] for e in fired if e["channel"] == "user_order"]
         assert any(str(o["orderId"]) != stop["orderId"] for o in orders)  # the one it submitted
+
+    asyncio.run(scenario())
+
+
+def test_a_position_is_pushed_once_per_command_with_its_end_state(venue: Venue) -> None:
+    """An OPEN that fills in two trades, then a CLOSE that does too: each command changes the
+    taker's position twice, and its stream shows only the state after the command."""
+    venue.admin.set_index_price("E-ETH-USDT", "2000")
+    users = []
+    for name in ("maker", "taker"):
+        user = venue.admin.create_user(name)
+        key = venue.admin.create_key(user["id"])
+        venue.admin.deposit(user["id"], "USDT", "1000000")
+        venue.admin.futures_transfer(user["id"], "USDT", "500000", "spot", "futures")
+        users.append((key["apiKey"], key["secret"]))
+    maker = Client(venue.url, *users[0])
+    taker_key, taker_secret = users[1]
+    taker = Client(venue.url, taker_key, taker_secret)
+
+    async def positions_after(*orders: tuple[str, str, int]) -> list[dict[str, Any]]:
+        """The taker's position pushes caused by its last order (the maker's rest first)."""
+        for side, action, volume in orders[:-1]:
+            await asyncio.to_thread(
+                maker.futures_create_order, "E-ETH-USDT", side, "LIMIT", action, volume, "2000"
+            )
+        side, action, volume = orders[-1]
+        async with UserStream(venue.url, taker_key, taker_secret, futures=True) as stream:
+            await asyncio.to_thread(
+                taker.futures_create_order, "E-ETH-USDT", side, "LIMIT", action, volume, "2000"
+            )
+            events = await drain(stream, 1.5)
+        return [e["tick"] for e in events if e["channel"] == "user_position"]
+
+    async def scenario() -> None:
+        opened = await positions_after(
+            ("SELL", "OPEN", 8), ("SELL", "OPEN", 4), ("BUY", "OPEN", 12)
+        )
+        assert [(p["side"], p["volume"]) for p in opened] == [("BUY", 12)]
+        closed = await positions_after(
+            ("BUY", "CLOSE", 6), ("BUY", "CLOSE", 6), ("SELL", "CLOSE", 12)
+        )
+        assert [p["volume"] for p in closed] == [0]
 
     asyncio.run(scenario())

@@ -265,29 +265,87 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     refused = p.locator("#errors tbody tr", has_text="GET /spot/open/sapi/v1/ticker").first
     expect(refused).to_contain_text(str(unknown.json()["code"]))
 
-    # Deposit, an explicit action through the admin API.
+    # Deposit, an explicit action through the admin API, in two steps.
     with venue.admin() as admin:
         before = {b["asset"]: b["free"] for b in admin.balances(1)["balances"]}
-        spare = admin.create_key(1)["apiKey"]
     p.fill("#deposit-user", "1")
+    p.fill("#deposit-asset", "usdt")
+    p.fill("#deposit-amount", "90000000000")
+    p.click("#deposit-form button")
+    expect(p.locator("#deposit-summary")).to_contain_text("Deposit 90000000000 USDT to user 1 (")
+    p.click("#deposit-no")
+    expect(p.locator("#action-message")).to_have_text("Deposit cancelled: nothing was deposited")
+    expect(p.locator("#deposit-confirm")).to_be_hidden()
     p.fill("#deposit-asset", "eth")
     p.fill("#deposit-amount", "2.5")
     p.click("#deposit-form button")
+    expect(p.locator("#deposit-summary")).to_contain_text("Deposit 2.5 ETH to user 1 (")
+    with venue.admin() as admin:  # asked, not done
+        assert {b["asset"]: b["free"] for b in admin.balances(1)["balances"]} == before
+    p.click("#deposit-yes")
     expect(p.locator("#action-message")).to_contain_text("Deposited 2.5 ETH to user 1")
     with venue.admin() as admin:
         after = {b["asset"]: b["free"] for b in admin.balances(1)["balances"]}
     assert float(after["ETH"]) == float(before["ETH"]) + 2.5
+    assert after["USDT"] == before["USDT"]
     expect(p.locator("#user-balances tbody tr", has_text="ETH")).to_have_count(1)
 
-    # Revoking a key takes two clicks.
+    assert page.errors == []
+
+
+def key_list_loads(page: Watched) -> list[str]:
+    return [r for r in page.requests if "/admin/v1/keys {" in r]
+
+
+def open_operator_view(venue: Venue, page: Watched) -> str:
+    """The operator view, opened with the token; the API key of a fresh key of user 1."""
+    with venue.admin() as admin:
+        spare: str = admin.create_key(1)["apiKey"]
+    page.page.goto(venue.url + "/admin")
+    page.page.fill("#admin-token", venue.token)
+    page.page.click("#token-form button[type=submit]")
+    return spare
+
+
+def test_a_slow_revoke_confirmation_still_revokes(venue: Venue, page: Watched) -> None:
+    """Two clicks, and the question outlives the key list's reloads (every 3 s): a slow
+    operator's "Confirm revoke" once asked again and left a stolen key live."""
+    p = page.page
+    spare = open_operator_view(venue, page)
     button = p.locator(f"#keys tr[data-api-key='{spare}'] button")
     button.click()
+    expect(button).to_have_text("Confirm revoke")
+    expect(p.locator("#action-message")).to_contain_text('Click "Confirm revoke" within 30 s')
+    reloads = len(key_list_loads(page))
+    while len(key_list_loads(page)) < reloads + 2:
+        p.wait_for_timeout(200)
     expect(button).to_have_text("Confirm revoke")
     button.click()
     expect(p.locator("#action-message")).to_contain_text("revoked")
     with venue.admin() as admin:
-        assert admin.request("GET", "/admin/v1/keys").json()["keys"][-1]["revoked"] is not None
+        keys = admin.request("GET", "/admin/v1/keys").json()["keys"]
+    assert next(k for k in keys if k["apiKey"] == spare)["revoked"] is not None
     expect(p.locator(f"#keys tr[data-api-key='{spare}']")).to_contain_text("revoked")
+    assert page.errors == []
+
+
+def test_an_unconfirmed_revoke_expires_and_says_so(venue: Venue, page: Watched) -> None:
+    p = page.page
+    p.clock.install()
+    spare = open_operator_view(venue, page)
+    button = p.locator(f"#keys tr[data-api-key='{spare}'] button")
+    button.click()
+    expect(button).to_have_text("Confirm revoke")
+    p.clock.fast_forward(31_000)
+    expect(p.locator("#action-message")).to_contain_text(
+        "not confirmed within 30 s: the key is still live"
+    )
+    expect(button).to_have_text("Revoke")
+    button.click()  # asks again, revokes nothing
+    expect(button).to_have_text("Confirm revoke")
+    with venue.admin() as admin:
+        keys = admin.request("GET", "/admin/v1/keys").json()["keys"]
+    assert next(k for k in keys if k["apiKey"] == spare)["revoked"] is None
     assert page.errors == []
 
 

@@ -166,12 +166,17 @@ class AdminMarketActivity(wire.Wire, frozen=True):
 
 
 class AdminRecentError(wire.Wire, frozen=True):
-    time: wire.Millis
+    """The latest error answer of one client (``source``) for one method, status and code,
+    with how many such answers there were; path and message cut to 200 characters."""
+
+    time: Annotated[wire.Millis, Meta(description="When the latest one was answered.")]
     method: str
     path: str
     status: Annotated[int, Meta(ge=400, le=599)]
     code: Annotated[int, Meta(lt=0)]
     msg: str
+    source: Annotated[str, Meta(description="The client's address.")] = ""
+    count: Annotated[int, Meta(ge=1, description="Such answers since the row appeared.")] = 1
     gateway: Annotated[
         str, Meta(description="The gateway worker that answered it (behind gateways).")
     ] = ""

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tradehall.api import admin, asset, futures, margin, openapi, spot
 from tradehall.api.auth import MAX_AHEAD_MS
+from tradehall.api.guard import ANY_HOST, SECURITY_HEADERS, HostRule, host_of, secured
 from tradehall.api.http import (
     JSON_CONTENT_TYPE,
     Answer,
@@ -72,6 +73,8 @@ class App(Starlette):
 
     _fast: dict[str, dict[str, Answer | None]] | None = None
     _sockets: dict[str, ASGIApp] | None = None
+    hosts: HostRule = HostRule()
+    """The ``Host`` names answered (``[server] allowed_hosts``); every one by default."""
 
     def fast_paths(self) -> dict[str, dict[str, Answer | None]]:
         """``{path: {method: answer}}`` for the plain routes before the first route with a
@@ -108,7 +111,11 @@ class App(Starlette):
         return table
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and not scope.get("root_path"):
+        kind = scope["type"]
+        if kind != "lifespan" and not self.hosts.allows(scope):
+            await self._refuse_host(scope, receive, send)
+            return
+        if kind == "websocket" and not scope.get("root_path"):
             sockets = self._sockets
             if sockets is None:
                 sockets = self._sockets = self.socket_paths()
@@ -117,7 +124,7 @@ class App(Starlette):
                 scope["app"] = self
                 await socket(scope, receive, send)
                 return
-        elif scope["type"] == "http" and not scope.get("root_path"):
+        elif kind == "http" and not scope.get("root_path"):
             fast = self._fast
             if fast is None:
                 fast = self._fast = self.fast_paths()
@@ -135,15 +142,30 @@ class App(Starlette):
                                 "headers": [
                                     (b"content-length", str(len(out)).encode()),
                                     JSON_CONTENT_TYPE,
+                                    *SECURITY_HEADERS,
                                 ],
                             }
                         )
                         await send({"type": "http.response.body", "body": out})
                     else:
                         assert isinstance(out, Response)
-                        await out(scope, receive, send)
+                        await out(scope, receive, secured(send))
                     return
-        await super().__call__(scope, receive, send)
+        await super().__call__(scope, receive, secured(send) if kind == "http" else send)
+
+    async def _refuse_host(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request for a host name this server does not serve (a DNS-rebinding page, a
+        misdirected client): HTTP 400 with the catalogue's error, a WebSocket handshake
+        refused (403)."""
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        state: Front = self.state.tradehall
+        state.monitor.requests_total += 1
+        shown = host_of(scope)[:100] or "(none)"
+        msg = f"host {shown} is not served here (see [server] allowed_hosts)"
+        answer = failed_answer(state.monitor, scope, Code.BAD_PARAM, msg, 400)
+        await answer(scope, receive, secured(send))
 
 
 Companion = Callable[[AppState], contextlib.AbstractAsyncContextManager[Any]]
@@ -162,11 +184,14 @@ def assemble(
     routes: Sequence[BaseRoute],
     state: Front,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]],
+    allowed_hosts: Sequence[str] = (ANY_HOST,),
 ) -> App:
-    """The app around ``routes``: JSON errors, no slash redirects, the OpenAPI listing."""
+    """The app around ``routes``: JSON errors, no slash redirects, the OpenAPI listing, the
+    ``Host`` names it answers."""
     app = App(
         routes=list(routes), exception_handlers={HTTPException: _http_error}, lifespan=lifespan
     )
+    app.hosts = HostRule(allowed_hosts)
     # A path with a trailing slash is an unknown path (404 with an error object, as the
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
@@ -188,6 +213,7 @@ def create_app(
     admin_remote: bool = False,
     client_api: bool = True,
     companion: Companion | None = None,
+    allowed_hosts: Sequence[str] = (ANY_HOST,),
 ) -> Starlette:
     """The whole API. Rate limits are off unless ``limits`` says ``enabled``. The scheduler
     (hourly interest) runs in the background unless ``run_scheduler`` is False; tests then
@@ -196,7 +222,8 @@ def create_app(
     ``run_simulation``, or later by ``tradehall sim start``. ``max_clock_ahead_ms``: how far
     ahead of the clock a signed request's timestamp may be (``[server] max_clock_ahead_ms``).
     ``client_api=False`` (the engine process, whose clients reach it through gateways) serves
-    the admin API only, without streams or pages."""
+    the admin API only, without streams or pages. ``allowed_hosts``: the ``Host`` names
+    answered (``[server] allowed_hosts``)."""
     committer = GroupCommitter(exchange)
     settings = limits or LimitSettings(enabled=False)
     namespace = venue_namespace(settings, exchange.store)
@@ -242,7 +269,12 @@ def create_app(
             committer.close()
             state.reader.shutdown(wait=True)
 
-    app = assemble([*(client_routes() if client_api else []), *admin.routes()], state, lifespan)
+    app = assemble(
+        [*(client_routes() if client_api else []), *admin.routes()],
+        state,
+        lifespan,
+        allowed_hosts,
+    )
     if client_api:
         app.router.routes.extend(stream_routes(hub, state.replay, state.max_ahead_ms))
     # The web pages and their files come last: their routes are not API operations (the

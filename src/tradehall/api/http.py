@@ -361,7 +361,9 @@ def failed_answer(
     headers: dict[str, str] | None = None,
 ) -> Response:
     """The error answer, counted and kept among the recent errors."""
-    monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg)
+    client = scope.get("client")
+    source = str(client[0]) if client else ""
+    monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg, source)
     return error_response(code, msg, status, headers)
 
 

@@ -8,12 +8,24 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 WINDOW_SECONDS = 60
 RECENT_ERRORS = 50
+"""Rows of recent errors kept: one per source, request method, status and code."""
+MAX_TEXT = 200
+"""Characters of a path or message kept (anyone can send a 64 KB path)."""
+MAX_RECENT_BYTES = 32 * 1024
+"""The most that the recent errors' paths and messages add to one snapshot, in bytes."""
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` cut to ``limit`` characters, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 @dataclass(slots=True)
@@ -25,21 +37,31 @@ class Monitor:
     errors_total: int = 0
     _samples: deque[tuple[float, int, int]] = field(default_factory=deque)
     """(time, requests_total, errors_total), oldest first, none older than the window."""
-    recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_ERRORS))
+    recent: dict[tuple[str, str, int, int], dict[str, Any]] = field(default_factory=dict)
+    """The recent errors, oldest first, one row per (source, method, status, code): a repeat
+    moves its row to the end, counted, so one client's flood takes one row, not the list."""
 
-    def error(self, method: str, path: str, status: int, code: int, msg: str) -> None:
-        """Counts an error answer (of a request already counted) and keeps it as recent."""
+    def error(
+        self, method: str, path: str, status: int, code: int, msg: str, source: str = ""
+    ) -> None:
+        """Counts an error answer (of a request already counted) and keeps it as recent;
+        ``source`` is the client's address."""
         self.errors_total += 1
-        self.recent.append(
-            {
-                "time": self.wall(),
-                "method": method,
-                "path": path,
-                "status": status,
-                "code": code,
-                "msg": msg,
-            }
-        )
+        recent = self.recent
+        key = (source, method, status, code)
+        previous = recent.pop(key, None)
+        recent[key] = {
+            "time": self.wall(),
+            "method": clip(method, 20),
+            "path": clip(path),
+            "status": status,
+            "code": code,
+            "msg": clip(msg),
+            "source": source,
+            "count": previous["count"] + 1 if previous is not None else 1,
+        }
+        if len(recent) > RECENT_ERRORS:
+            del recent[next(iter(recent))]
 
     def sample(self) -> None:
         now = self.clock()
@@ -68,5 +90,17 @@ class Monitor:
             "requestsPerSecond": round((requests - requests_then) / span, 3) if span else 0.0,
             "errorsPerSecond": round((errors - errors_then) / span, 3) if span else 0.0,
             "windowSeconds": WINDOW_SECONDS,
-            "recentErrors": list(reversed(self.recent)),
+            "recentErrors": within_budget(reversed(self.recent.values())),
         }
+
+
+def within_budget(errors: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The errors, in their order, up to MAX_RECENT_BYTES of paths and messages (UTF-8)."""
+    kept = []
+    size = 0
+    for error in errors:
+        size += len(error["path"].encode()) + len(error["msg"].encode())
+        if size > MAX_RECENT_BYTES:
+            break
+        kept.append(error)
+    return kept

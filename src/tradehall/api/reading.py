@@ -135,7 +135,7 @@ class Choice(Rule):
 
 @dataclass(frozen=True, slots=True)
 class ClientId(Rule):
-    """A client order id: printable ASCII, at most ``max_len``; ``""`` when absent."""
+    """A client order id: printable ASCII but the space, at most ``max_len``; ``""`` when absent."""
 
     max_len: int = 64
 

@@ -101,8 +101,8 @@ ClientOrderId = Annotated[
     Meta(
         pattern=r"^[!-~]{1,64}$",
         max_length=64,
-        description="Client order id: 1 to 64 printable ASCII characters, unique among the"
-        " account's open orders on the pair.",
+        description="Client order id: 1 to 64 printable ASCII characters other than the"
+        " space (`!` to `~`), unique among the account's open orders on the pair.",
     ),
 ]
 OptionalClientOrderId = Annotated[ClientOrderId | UnsetType, ClientId()]
@@ -531,8 +531,8 @@ FuturesClientOrderId = Annotated[
         Meta(
             pattern=r"^[!-~]{1,32}$",
             max_length=32,
-            description="Client order id: 1 to 32 printable ASCII characters, unique among the"
-            " account's open orders on the contract.",
+            description="Client order id: 1 to 32 printable ASCII characters other than the"
+            " space (`!` to `~`), unique among the account's open orders on the contract.",
         ),
     ]
     | UnsetType,

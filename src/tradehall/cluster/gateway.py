@@ -97,8 +97,11 @@ class Gateway(Service):
         read_cache_ms: int = DEFAULT_READ_CACHE_MS,
         faults: FaultSettings | None = None,
         report_every: float = REPORT_EVERY,
+        allowed_hosts: tuple[str, ...] = ("*",),
     ) -> None:
         self.url = url
+        self.allowed_hosts = allowed_hosts
+        """The ``Host`` names its app answers (``[server] allowed_hosts``)."""
         self.subject = subject
         self.timeout = timeout
         self.clock = clock

@@ -27,7 +27,7 @@ def create_gateway_app(gateway: Gateway) -> App:
         async with gateway.running(), streams.running():
             yield
 
-    app = assemble(client_routes(), gateway, lifespan)
+    app = assemble(client_routes(), gateway, lifespan, gateway.allowed_hosts)
     app.router.routes.extend(stream_routes(streams, gateway.replay, gateway.max_ahead_ms))
     app.router.routes.extend(pages.routes(operator=False))
     app.state.streams = streams

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tradehall.api.monitor import RECENT_ERRORS
+from tradehall.api.monitor import RECENT_ERRORS, within_budget
 from tradehall.cluster.gateway import REPORT_EVERY
 from tradehall.cluster.protocol import GatewayReport
 
@@ -77,7 +77,7 @@ class GatewayRegistry:
             merged[name] = round(total, 3) if isinstance(total, float) else total
         errors = [*activity.get("recentErrors", []), *self.recent_errors()]
         errors.sort(key=lambda e: e.get("time", 0), reverse=True)
-        merged["recentErrors"] = errors[:RECENT_ERRORS]
+        merged["recentErrors"] = within_budget(errors[:RECENT_ERRORS])
         merged["gateways"] = gateways
         return merged
 

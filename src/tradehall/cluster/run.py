@@ -71,6 +71,7 @@ def run_engine(
             companion=service,
             simulation=cfg.simulation,
             run_simulation=simulate,
+            allowed_hosts=cfg.server.allowed_hosts,
         )
 
     server.run(

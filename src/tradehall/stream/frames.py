@@ -19,6 +19,11 @@ GZIP_LEVEL = 5
 well as 9 at a fraction of the time, and each push is compressed once for all subscribers."""
 
 
+def json_bytes(value: Any) -> bytes:
+    """``value`` as the JSON a frame would hold (uncompressed)."""
+    return _encode(value)
+
+
 def gzip_json(message: Any) -> bytes:
     """One server frame: ``message`` as JSON (``wire.Num`` written as exact numbers),
     gzip-compressed (``mtime=0``, so equal messages give equal frames)."""

@@ -36,7 +36,7 @@ from tradehall.store.batch import Batch
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.channels import DEPTH, KLINE, MARK, TICKER, TRADES, Channel, parse_channel
 from tradehall.stream.fanout import FUTURES, SPOT, Fanout, Opened
-from tradehall.stream.frames import gzip_json, reply
+from tradehall.stream.frames import gzip_json, json_bytes, reply
 from tradehall.stream.history import history_data
 from tradehall.stream.markets import StreamMarket, mark_price_tick, stream_markets
 from tradehall.units import format_units
@@ -72,6 +72,10 @@ class Hub(Fanout):
         """Channels whose current state is pushed next, changed or not (``resend``)."""
         self._pushed: dict[str, int] = {}
         """Depth channel -> the book version it last pushed."""
+        self._last: dict[str, bytes] = {}
+        """Depth and mark-price channel -> the JSON of the tick it last pushed: a tick equal
+        to it is not pushed again (a book change below the 30 levels shown, a contract state
+        change that left the prices and funding as they were)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -149,6 +153,7 @@ class Hub(Fanout):
 
     def closed(self, name: str) -> None:
         self._pushed.pop(name, None)
+        self._last.pop(name, None)
         channel = self._known[name]
         if channel.kind in (TRADES, KLINE, TICKER):
             symbol = channel.market.symbol
@@ -207,16 +212,22 @@ class Hub(Fanout):
                 tick = self.current_tick(channel, now)
                 if tick is not None:
                     ticks.append((name, tick))
+                    if kind in (DEPTH, MARK):
+                        self._last[name] = json_bytes(tick)
                 if kind == DEPTH:
                     self._pushed[name] = versions.get(symbol, 0)
             elif kind == DEPTH:
                 version = versions.get(symbol, 0)
                 if self._pushed.get(name) != version:
                     self._pushed[name] = version
-                    ticks.append((name, channel.market.depth(self.exchange.engine)))
+                    tick = channel.market.depth(self.exchange.engine)
+                    if self._changed(name, tick):
+                        ticks.append((name, tick))
             elif kind == MARK:
                 if symbol in marks:
-                    ticks.append((name, self.mark_tick(channel.market)))
+                    tick = self.mark_tick(channel.market)
+                    if self._changed(name, tick):
+                        ticks.append((name, tick))
             elif symbol in trades:
                 if kind == TRADES:
                     ticks.append((name, self.trades_tick(channel.market, trades[symbol], now)))
@@ -232,6 +243,15 @@ class Hub(Fanout):
         for name, tick in ticks:
             if name in self.channels:
                 self.publish(name, gzip_json({"channel": name, "ts": now, "tick": tick}))
+
+    def _changed(self, name: str, tick: Any) -> bool:
+        """Whether ``tick`` differs from the last one pushed on ``name`` (and remember it).
+        Clients of the family take the ping as the heartbeat, not a repeated push."""
+        encoded = json_bytes(tick)
+        if self._last.get(name) == encoded:
+            return False
+        self._last[name] = encoded
+        return True
 
     def current_tick(self, channel: Channel, now: int) -> Any | None:
         """What a new subscriber gets at once: the channel's current state (None: nothing
@@ -277,7 +297,7 @@ class Hub(Fanout):
         margin_accounts = engine.margin.accounts
         for change in batch.changes:
             if isinstance(change, FuturesChanged):
-                if change.user in futures:
+                if change.user in futures and _pushed(change, batch):
                     message = self._futures_change(change, now)
                     if message is not None:
                         self.publish_user(FUTURES, change.user, gzip_json(message))
@@ -348,3 +368,11 @@ class Hub(Fanout):
         else:
             return None
         return {"channel": channel, "ts": now, "contractName": contract.symbol, "tick": tick}
+
+
+def _pushed(change: FuturesChanged, batch: Batch) -> bool:
+    """Whether a futures change is pushed: every order and trigger change, but a position
+    once per commit, at its last change (its state after the commit), as balances are."""
+    if change.kind != KIND_POSITION:
+        return True
+    return batch.futures.get((change.kind, change.user, change.contract, change.id)) is change

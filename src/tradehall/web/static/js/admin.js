@@ -4,7 +4,19 @@
 import { AdminSession, watch } from './api.js';
 import { $, describeError, el, fillRows, formatTime, num, row, showMessage } from './dom.js';
 
-const state = { admin: null, stops: [], selectedUser: null };
+// How long a "Revoke" click waits for its "Confirm revoke" (the key list refreshes meanwhile).
+const CONFIRM_MS = 30000;
+
+const state = {
+  admin: null,
+  stops: [],
+  selectedUser: null,
+  userNames: new Map(),
+  keys: null,
+  keysShown: '', // what the key table shows: it is rebuilt only when that changes
+  pendingRevoke: null, // { apiKey, timer }: the key whose "Confirm revoke" is awaited
+  pendingDeposit: null, // the deposit shown for confirmation
+};
 
 function kv(node, pairs) {
   node.replaceChildren(...pairs.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
@@ -48,7 +60,8 @@ function renderOverview([status, activity, system]) {
     num(String(g.connections)), num(String(g.lastHeardSecondsAgo)),
   )));
   fillRows($('#errors tbody'), activity.recentErrors.map((e) => row(
-    formatTime(e.time), `${e.method} ${e.path}`, num(String(e.status)), num(String(e.code)), e.msg,
+    formatTime(e.time), e.source ?? '', num(String(e.count ?? 1)), `${e.method} ${e.path}`,
+    num(String(e.status)), num(String(e.code)), e.msg,
   )), 'no errors since the server started');
   fillRows($('#system tbody'), system.accounts.flatMap((a) => a.balances.map((b) => row(
     a.account === 'fees' ? 'fee account' : a.account === 'pool' ? 'lending pool' : 'insurance fund',
@@ -83,6 +96,7 @@ function renderAudit(audit) {
 }
 
 function renderUsers(users) {
+  state.userNames = new Map(users.users.map((u) => [String(u.id), u.name]));
   fillRows($('#users tbody'), users.users.map((u) => row(
     num(String(u.id)), u.name, formatTime(u.created),
     el('td', {}, el('button', { type: 'button', class: 'small', onclick: () => selectUser(u.id) }, 'Balances')),
@@ -90,9 +104,17 @@ function renderUsers(users) {
 }
 
 function renderKeys(keys) {
+  state.keys = keys;
+  const pending = state.pendingRevoke?.apiKey ?? null;
+  const shown = JSON.stringify([keys, pending]);
+  // Unchanged: keep the rows (and the button under the operator's pointer) as they are.
+  if (shown === state.keysShown) return;
+  state.keysShown = shown;
   fillRows($('#keys tbody'), keys.keys.map((k) => {
+    const asked = k.apiKey === pending;
     const action = k.revoked === null
-      ? el('button', { type: 'button', class: 'small danger', dataset: { apiKey: k.apiKey }, onclick: (e) => revoke(e.target, k.apiKey) }, 'Revoke')
+      ? el('button', { type: 'button', class: 'small danger', dataset: { apiKey: k.apiKey }, onclick: () => revoke(k.apiKey) },
+        asked ? 'Confirm revoke' : 'Revoke')
       : '';
     const tr = row(`${k.apiKey.slice(0, 12)}…`, num(String(k.userId)), k.readOnly ? 'read only' : 'trade',
       k.ips.length ? k.ips.join(', ') : 'any', k.revoked === null ? 'live' : `revoked ${formatTime(k.revoked)}`,
@@ -102,22 +124,47 @@ function renderKeys(keys) {
   }), 'no keys');
 }
 
-async function revoke(button, apiKey) {
-  // Two clicks: the first asks, the second revokes.
-  if (button.dataset.confirm !== 'yes') {
-    button.dataset.confirm = 'yes';
-    button.textContent = 'Confirm revoke';
+function showKeysAgain() {
+  state.keysShown = '';
+  if (state.keys) renderKeys(state.keys);
+}
+
+function forgetRevoke() {
+  if (state.pendingRevoke) clearTimeout(state.pendingRevoke.timer);
+  state.pendingRevoke = null;
+}
+
+// Two clicks: "Revoke" asks, "Confirm revoke" within CONFIRM_MS revokes. The question
+// outlives the key list's refreshes; when it expires, the page says so.
+function askRevoke(apiKey) {
+  forgetRevoke();
+  const short = `${apiKey.slice(0, 12)}…`;
+  const timer = setTimeout(() => {
+    state.pendingRevoke = null;
+    showMessage($('#action-message'), `Revoke of key ${short} not confirmed within ${CONFIRM_MS / 1000} s: the key is still live. Click "Revoke" again to revoke it.`, 'error');
+    showKeysAgain();
+  }, CONFIRM_MS);
+  state.pendingRevoke = { apiKey, timer };
+  showMessage($('#action-message'), `Click "Confirm revoke" within ${CONFIRM_MS / 1000} s to revoke key ${short}`, 'info');
+  showKeysAgain();
+}
+
+async function revoke(apiKey) {
+  if (state.pendingRevoke?.apiKey !== apiKey) {
+    askRevoke(apiKey);
     return;
   }
-  button.disabled = true;
+  forgetRevoke();
+  const button = $(`#keys tr[data-api-key="${CSS.escape(apiKey)}"] button`);
+  if (button) button.disabled = true;
   try {
     await state.admin.request('POST', '/keys/revoke', { apiKey });
     showMessage($('#action-message'), `Key ${apiKey.slice(0, 12)}… revoked`, 'ok');
-    refreshAll();
   } catch (err) {
     showMessage($('#action-message'), `Revoke failed: ${describeError(err)}`, 'error');
-    button.disabled = false;
   }
+  showKeysAgain();
+  refreshAll();
 }
 
 async function loadUserBalances() {
@@ -137,16 +184,41 @@ function selectUser(id) {
   loadUserBalances().then(renderUserBalances, failed);
 }
 
-$('#deposit-form').addEventListener('submit', async (event) => {
+function hideDeposit() {
+  state.pendingDeposit = null;
+  $('#deposit-confirm').hidden = true;
+}
+
+// A deposit takes two steps: the form shows what it would do, "Confirm deposit" does it.
+$('#deposit-form').addEventListener('submit', (event) => {
   event.preventDefault();
   const form = new FormData(event.target);
-  const body = {
+  const deposit = {
     userId: String(form.get('userId')).trim(),
     asset: String(form.get('asset')).trim().toUpperCase(),
     amount: String(form.get('amount')).trim(),
-    txId: `web-${Date.now()}-${crypto.getRandomValues(new Uint32Array(1))[0]}`,
   };
-  const button = event.target.querySelector('button');
+  const name = state.userNames.get(deposit.userId);
+  state.pendingDeposit = deposit;
+  $('#deposit-summary').textContent = `Deposit ${deposit.amount} ${deposit.asset} to user ${deposit.userId}${name ? ` (${name})` : ' (not among the users listed)'}?`;
+  $('#deposit-confirm').hidden = false;
+  showMessage($('#action-message'), '');
+});
+
+// Editing the form withdraws the question: only what was shown can be confirmed.
+$('#deposit-form').addEventListener('input', hideDeposit);
+
+$('#deposit-no').addEventListener('click', () => {
+  hideDeposit();
+  showMessage($('#action-message'), 'Deposit cancelled: nothing was deposited', 'info');
+});
+
+$('#deposit-yes').addEventListener('click', async () => {
+  const deposit = state.pendingDeposit;
+  if (!deposit) return;
+  hideDeposit();
+  const body = { ...deposit, txId: `web-${Date.now()}-${crypto.getRandomValues(new Uint32Array(1))[0]}` };
+  const button = $('#deposit-form button');
   button.disabled = true;
   try {
     const done = await state.admin.request('POST', '/deposit', body);
@@ -180,7 +252,11 @@ function open(session) {
 
 function close() {
   stopAll();
+  forgetRevoke();
+  hideDeposit();
   state.admin = null;
+  state.keys = null;
+  state.keysShown = '';
   $('#token-form').hidden = false;
   $('#opened').hidden = true;
   $('#admin').hidden = true;

@@ -50,27 +50,42 @@ async def directly(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
+Cursors = dict[tuple[str, str], int]
+"""Per (kind, horizon), the id the walk of the next pass starts after."""
+
+
 async def prune_pass(
-    exchange: Exchange, settings: RetentionSettings, now: int, on_writer: OnWriter
+    exchange: Exchange,
+    settings: RetentionSettings,
+    now: int,
+    on_writer: OnWriter,
+    cursors: Cursors | None = None,
 ) -> dict[str, int]:
     """Prune every kind once by ``settings``' horizons at ``now`` (whether or not they are
-    enabled: the caller decides), one short transaction at a time; the rows deleted per kind,
-    and ``reclaimedPages``: the SQLite pages given back to the disk afterwards."""
+    enabled: the caller decides), one short transaction at a time, each walk from its cursor
+    in ``cursors`` (from the start without), which it then moves on; the rows deleted per
+    kind, and ``reclaimedPages``: the SQLite pages given back to the disk afterwards."""
     done: dict[str, int] = dict.fromkeys(prune.KINDS, 0)
     if exchange.failure is not None:
         return done
     store = exchange.store
+    cursors = {} if cursors is None else cursors
     cut = cutoffs_now(exchange, settings, now)
     symbols = [*exchange.config.markets.pairs, *exchange.config.markets.contracts]
     keep = await on_writer(store.prune_keep, symbols)
     for kind in prune.KINDS:
-        after = 0
-        while exchange.failure is None:
-            step = await on_writer(store.prune_step, kind, cut, keep, after, settings.batch_rows)
-            done[kind] += step.deleted
-            after = step.last_id
-            if step.done:
-                break
+        for horizon in prune.CLASSES[kind]:
+            stop_at = cut.of(horizon)
+            after = cursors.get((kind, horizon), 0)
+            while stop_at and exchange.failure is None:
+                step = await on_writer(
+                    store.prune_step, kind, cut, keep, after, settings.batch_rows, stop_at
+                )
+                done[kind] += step.deleted
+                after = step.last_id
+                if step.done:
+                    break
+            cursors[(kind, horizon)] = after
     done["reclaimedPages"] = await on_writer(store.reclaim_space)
     return done
 
@@ -90,11 +105,16 @@ class Pruner:
         self._task: asyncio.Task[None] | None = None
         self.totals: dict[str, int] = dict.fromkeys(prune.KINDS, 0)
         """Rows pruned since the start, per kind."""
+        self.cursors: Cursors = {}
+        self.passes = 0
 
     async def run_pass(self) -> dict[str, int]:
         """Prune every kind once; the rows deleted per kind (and SQLite pages given back)."""
+        if self.passes % prune.FULL_WALK_EVERY == 0:
+            self.cursors.clear()
+        self.passes += 1
         done = await prune_pass(
-            self.exchange, self.settings, self.clock(), self.committer.on_writer
+            self.exchange, self.settings, self.clock(), self.committer.on_writer, self.cursors
         )
         for kind in prune.KINDS:
             self.totals[kind] += done[kind]

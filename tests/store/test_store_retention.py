@@ -6,6 +6,7 @@ as before, export and import round-trip, and the venue carries on like one never
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import random
@@ -23,9 +24,11 @@ from tradehall.codes import Reject
 from tradehall.engine.commands import CancelOrder, Command, Deposit, PlaceOrder
 from tradehall.engine.orders import GTC, IOC, OPEN_STATUSES
 from tradehall.exchange import Exchange
+from tradehall.retention import Pruner
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox
 from tradehall.store.factory import ENV_VAR
+from tradehall.store.writer import GroupCommitter
 
 MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
 NOW = time.time_ns() // 1_000_000
@@ -79,16 +82,17 @@ def venue(exchange: Exchange) -> None:
     run(exchange, trading(3, NOW - 25 * MINUTE, 2400, 500), 50)  # until 5 minutes ago
 
 
-def cutoff(kind: str, account: int) -> int:
+def cutoff(kind: str, account: int, now: int = NOW) -> int:
     if account in SIM:
-        return NOW - SIM_HORIZON
+        return now - SIM_HORIZON
     if kind == "ledger" and account <= 0:
-        return NOW - SYSTEM_HORIZON
-    return NOW - DEFAULTS[kind]
+        return now - SYSTEM_HORIZON
+    return now - DEFAULTS[kind]
 
 
-def expected_after(rows: dict[str, list[Any]]) -> dict[str, set[int]]:
-    """The ids each table keeps, by the documented rules (independently of the store's code)."""
+def expected_after(rows: dict[str, list[Any]], now: int = NOW) -> dict[str, set[int]]:
+    """The ids each table keeps at ``now``, by the documented rules (independently of the
+    store's code)."""
     orders, trades, ledger = rows["orders"], rows["trades"], rows["ledger"]
     top_order, top_trade, top_ledger = (max(r[0] for r in t) for t in (orders, trades, ledger))
     recent = sorted(r[0] for r in trades)[-1000]
@@ -96,19 +100,21 @@ def expected_after(rows: dict[str, list[Any]]) -> dict[str, set[int]]:
         "orders": {
             id
             for id, account, status, updated in orders
-            if status in OPEN_STATUSES or updated >= cutoff("orders", account) or id == top_order
+            if status in OPEN_STATUSES
+            or updated >= cutoff("orders", account, now)
+            or id == top_order
         },
         "trades": {
             id
             for id, t, bid, ask in trades
-            if t >= min(cutoff("trades", bid), cutoff("trades", ask))
+            if t >= min(cutoff("trades", bid, now), cutoff("trades", ask, now))
             or id == top_trade
             or id >= recent
         },
         "ledger": {
             id
             for id, account, t, *_ in ledger
-            if t >= cutoff("ledger", account) or id == top_ledger
+            if t >= cutoff("ledger", account, now) or id == top_ledger
         },
     }
 
@@ -277,3 +283,53 @@ def test_retention_config_errors_name_the_key(tmp_path: Path) -> None:
         )
         shown = cli("db", "stats", "--data-dir", str(tmp_path / "d"), "--config", str(config))
         assert shown.exit_code != 0 and problem in shown.output, (wrong, shown.output)
+
+
+def test_the_servers_pruner_walks_on_from_where_it_stopped(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The server's task: each pass resumes each walk where the last one stopped, so it
+    looks at new rows only; what it passed over and became due later for another reason than
+    age goes at the next walk from the start."""
+    data = tmp_path / "data"
+    exchange = backend.exchange(data)
+    clock = [NOW]
+    committer = GroupCommitter(exchange)
+    pruner = Pruner(exchange, committer, lambda: clock[0])
+
+    def ids() -> dict[str, set[int]]:
+        return {kind: {r[0] for r in rows} for kind, rows in table_rows(backend, data).items()}
+
+    try:
+        venue(exchange)
+        first = asyncio.run(pruner.run_pass())
+        assert ids() == expected_after(table_rows(backend, twin_of(backend, tmp_path)))
+        run(exchange, trading(5, NOW + MINUTE, 2400, 1000), 50)  # 40 more minutes
+        clock[0] = later = NOW + 50 * MINUTE
+        due_later = expected_after(table_rows(backend, data), later)
+        second = asyncio.run(pruner.run_pass())
+        kept = ids()
+        for kind in ("orders", "trades", "ledger"):
+            assert kept[kind] >= due_later[kind], kind  # nothing before its time
+            assert first[kind] > 0 and second[kind] > 0, kind
+        assert kept["ledger"] == due_later["ledger"]  # entries become due by age alone
+        # The next walk from the start takes what the resumed walks passed over (orders that
+        # ended later, trades that were among the latest 1,000 of their market).
+        pruner.cursors.clear()
+        asyncio.run(pruner.run_pass())
+        assert ids() == due_later
+        assert fingerprint(exchange)[1]["ok"]
+    finally:
+        committer.close()
+        exchange.store.close()
+
+
+def twin_of(backend: Backend, tmp_path: Path) -> Path:
+    """A store holding the same venue, never pruned (the rows the first pass started from)."""
+    twin = tmp_path / "twin"
+    exchange = backend.exchange(twin)
+    try:
+        venue(exchange)
+    finally:
+        exchange.store.close()
+    return twin

@@ -164,8 +164,11 @@ class Store(Protocol):
         trades of each of ``symbols``."""
         ...
 
-    def prune_step(self, kind: str, cut: Cutoffs, keep: Keep, after: int, limit: int) -> Step:
-        """One short transaction of pruning ``kind`` (``prune.KINDS``) past id ``after``."""
+    def prune_step(
+        self, kind: str, cut: Cutoffs, keep: Keep, after: int, limit: int, stop_at: int
+    ) -> Step:
+        """One short transaction of pruning ``kind`` (``prune.KINDS``) past id ``after``, up
+        to the first row placed at or after ``stop_at``."""
         ...
 
     def reclaim_space(self) -> int:

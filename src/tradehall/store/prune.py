@@ -1,12 +1,17 @@
 """Retention: which stored history is past its horizon, decided row by row in Python (the
 same rules on every backend), and the statements the store prunes with.
 
-A pruning pass walks each kind in id order from the oldest row, one short transaction per
-``limit`` rows looked at, and stops at the first row younger than the latest cutoff: ids
-follow time, so nothing after it can be due. What is never pruned: open orders, live futures
-documents, and the rows recovery derives something from (the newest row of each table or
-kind, whose id the id counters continue from; the latest ``RECENT_TRADES`` trades of each
-symbol, which give the last price and the public trades).
+Each kind is walked in id order, one short transaction per ``limit`` rows looked at, once per
+horizon that applies to it (``CLASSES``), each walk stopping at the first row placed after
+that horizon's cutoff: ids follow time, so no row of that class further on can be due. A
+walk's cursor (where it stopped) is where its next pass starts; rows a walk passed over that
+become due for some other reason than age (an order that ends later than it was placed) wait
+for the next walk from the start (``FULL_WALK_EVERY``).
+
+What is never pruned: open orders, live futures documents, and the rows recovery derives
+something from (the newest row of each table or kind, whose id the id counters continue from;
+the latest ``RECENT_TRADES`` trades of each symbol, which give the last price and the public
+trades).
 """
 
 from __future__ import annotations
@@ -22,6 +27,17 @@ ORDERS, FUTURES_ORDERS, TRADES, LEDGER = "orders", "futures_orders", "trades", "
 KINDS = (ORDERS, FUTURES_ORDERS, TRADES, LEDGER)
 """What a pass prunes, in that order (``futures_orders``: ended futures orders and
 conditional orders, kept by the orders' horizon)."""
+
+CLASSES: dict[str, tuple[str, ...]] = {
+    ORDERS: ("orders", "simulation"),
+    FUTURES_ORDERS: ("orders", "simulation"),
+    TRADES: ("trades", "simulation"),
+    LEDGER: ("ledger", "system_ledger", "simulation"),
+}
+"""Per kind, the horizons (``Cutoffs`` fields) its rows may fall under: one walk each."""
+
+FULL_WALK_EVERY = 60
+"""Passes between two walks from each kind's first row (an hour at the default interval)."""
 
 RECENT_TRADES = 1000
 """Per symbol, the trades recovery loads (the last price, the public trades)."""
@@ -46,9 +62,10 @@ class Cutoffs:
     simulation: int = 0
     simulation_accounts: frozenset[int] = frozenset()
 
-    def latest(self) -> int:
-        """No row at or after this time is due, whatever its account."""
-        return max(self.orders, self.trades, self.ledger, self.system_ledger, self.simulation)
+    def of(self, horizon: str) -> int:
+        """The cutoff of one of ``CLASSES``' horizons."""
+        cutoff: int = getattr(self, horizon)
+        return cutoff
 
     def order(self, account: int) -> int:
         return self.simulation if account in self.simulation_accounts else self.orders
@@ -118,8 +135,8 @@ class Keep:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One transaction's work: rows deleted, the last id looked at, and whether the kind is
-    done for this pass."""
+    """One transaction's work: rows deleted, the id the walk goes on after, and whether the
+    walk is done for this pass."""
 
     deleted: int
     last_id: int
@@ -140,37 +157,39 @@ def doc_times(doc: str | bytes) -> tuple[int, int]:
     return times.time, times.updated
 
 
+Stop = int | None
+"""The id of the first row placed at or after the walk's cutoff, if the rows reached one."""
+
+
 def due_orders(
-    rows: list[tuple[int, int, str, int, int]], cut: Cutoffs, keep: Keep
-) -> tuple[list[int], bool]:
-    """Of (id, account, status, time, updated) rows in id order: the ids to delete (ended
-    before their cutoff), and whether the walk reached rows too young to be due."""
-    latest = cut.latest()
+    rows: list[tuple[int, int, str, int, int]], cut: Cutoffs, keep: Keep, stop_at: int
+) -> tuple[list[int], Stop]:
+    """Of (id, account, status, time, updated) rows in id order, up to the first placed at or
+    after ``stop_at``: the ids to delete (ended before their cutoff), and that first id."""
     due: list[int] = []
     for id, account, status, time, updated in rows:
-        if time >= latest:
-            return due, True
+        if time >= stop_at:
+            return due, id
         if status not in OPEN_STATUSES and updated < cut.order(account) and id != keep.max_order:
             due.append(id)
-    return due, False
+    return due, None
 
 
 def due_trades(
-    rows: list[tuple[int, str, int, int, int]], cut: Cutoffs, keep: Keep
-) -> tuple[list[int], bool]:
+    rows: list[tuple[int, str, int, int, int]], cut: Cutoffs, keep: Keep, stop_at: int
+) -> tuple[list[int], Stop]:
     """Of (id, symbol, time, bid_account, ask_account) rows in id order: the ids to delete."""
-    latest = cut.latest()
     due: list[int] = []
     for id, symbol, time, bid, ask in rows:
-        if time >= latest:
-            return due, True
+        if time >= stop_at:
+            return due, id
         if (
             time < cut.trade(bid, ask)
             and id != keep.max_trade
             and id < keep.recent_trades.get(symbol, 0)
         ):
             due.append(id)
-    return due, False
+    return due, None
 
 
 LedgerRow = tuple[int, int, str, int, int, int]
@@ -179,15 +198,16 @@ Fold = dict[tuple[int, str], list[int]]
 """Per (account, asset): [sum of d_free, sum of d_locked, entries, highest id]."""
 
 
-def due_ledger(rows: list[LedgerRow], cut: Cutoffs, keep: Keep) -> tuple[list[int], Fold, bool]:
+def due_ledger(
+    rows: list[LedgerRow], cut: Cutoffs, keep: Keep, stop_at: int
+) -> tuple[list[int], Fold, Stop]:
     """Of ledger rows in id order: the ids to delete, what they add to each checkpoint, and
-    whether the walk reached entries too young to be due."""
-    latest = cut.latest()
+    the first id at or after ``stop_at``."""
     due: list[int] = []
     fold: Fold = {}
     for id, account, asset, d_free, d_locked, time in rows:
-        if time >= latest:
-            return due, fold, True
+        if time >= stop_at:
+            return due, fold, id
         if time < cut.ledger_entry(account) and id != keep.max_ledger:
             due.append(id)
             sums = fold.get((account, asset))
@@ -198,21 +218,20 @@ def due_ledger(rows: list[LedgerRow], cut: Cutoffs, keep: Keep) -> tuple[list[in
                 sums[1] += d_locked
                 sums[2] += 1
                 sums[3] = id
-    return due, fold, False
+    return due, fold, None
 
 
 def due_futures(
-    rows: list[tuple[str, int, str, int, str]], cut: Cutoffs, keep: Keep
-) -> tuple[list[tuple[str, int, str, int]], bool]:
+    rows: list[tuple[str, int, str, int, str]], cut: Cutoffs, keep: Keep, stop_at: int
+) -> tuple[list[tuple[str, int, str, int]], Stop]:
     """Of ended futures (kind, user, contract, id, doc) rows in id order: the keys to delete.
     A futures order belongs to the user's futures account, which is a simulation account
     exactly when the user is a participant: ``simulation_accounts`` holds both."""
-    latest = cut.latest()
     due: list[tuple[str, int, str, int]] = []
     for kind, user, contract, id, doc in rows:
         time, updated = doc_times(doc)
-        if time >= latest:
-            return due, True
+        if time >= stop_at:
+            return due, id
         if updated < cut.order(user) and id != keep.max_futures.get(kind):
             due.append((kind, user, contract, id))
-    return due, False
+    return due, None

@@ -342,6 +342,11 @@ TABLES: dict[str, Table] = {
             ("id",),
         ),
         Table(
+            "ledger_checkpoints",
+            ("account", "asset", "free", "locked", "entries", "through"),
+            ("account", "asset"),
+        ),
+        Table(
             "orders",
             (
                 "id",
@@ -395,11 +400,6 @@ TABLES: dict[str, Table] = {
             "futures_docs",
             ("kind", "user_id", "contract", "id", "live", "doc"),
             ("kind", "user_id", "contract", "id"),
-        ),
-        Table(
-            "ledger_checkpoints",
-            ("account", "asset", "free", "locked", "entries", "through"),
-            ("account", "asset"),
         ),
     )
 }

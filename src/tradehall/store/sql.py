@@ -779,10 +779,17 @@ class SQLStore(Generic[C]):
             return keep
 
     def prune_step(
-        self, kind: str, cut: prune.Cutoffs, keep: prune.Keep, after: int, limit: int
+        self,
+        kind: str,
+        cut: prune.Cutoffs,
+        keep: prune.Keep,
+        after: int,
+        limit: int,
+        stop_at: int,
     ) -> prune.Step:
-        """Look at up to ``limit`` rows of ``kind`` with an id above ``after`` and delete those
-        past their horizon, in one transaction; ledger entries are folded into their
+        """Look at up to ``limit`` rows of ``kind`` with an id above ``after``, up to the first
+        placed at or after ``stop_at``, and delete those past their horizon, in one
+        transaction; ledger entries are folded into their
         checkpoints in the same transaction, so every balance stays the sum of its
         checkpoint and its remaining entries at every commit."""
         with self._failing(f"pruning {kind}"):
@@ -795,7 +802,7 @@ class SQLStore(Generic[C]):
                         " ORDER BY id LIMIT ?",
                         (after, limit),
                     )
-                    ids, young = prune.due_orders(rows, cut, keep)
+                    ids, stop = prune.due_orders(rows, cut, keep, stop_at)
                     self._delete(conn, "DELETE FROM orders WHERE id = ?", [(i,) for i in ids])
                 elif kind == prune.TRADES:
                     rows = self._rows(
@@ -804,7 +811,7 @@ class SQLStore(Generic[C]):
                         " WHERE id > ? ORDER BY id LIMIT ?",
                         (after, limit),
                     )
-                    ids, young = prune.due_trades(rows, cut, keep)
+                    ids, stop = prune.due_trades(rows, cut, keep, stop_at)
                     self._delete(conn, "DELETE FROM trades WHERE id = ?", [(i,) for i in ids])
                 elif kind == prune.LEDGER:
                     rows = self._rows(
@@ -813,7 +820,7 @@ class SQLStore(Generic[C]):
                         " WHERE id > ? ORDER BY id LIMIT ?",
                         (after, limit),
                     )
-                    ids, fold, young = prune.due_ledger(rows, cut, keep)
+                    ids, fold, stop = prune.due_ledger(rows, cut, keep, stop_at)
                     if fold:
                         self._executemany(
                             conn,
@@ -828,7 +835,7 @@ class SQLStore(Generic[C]):
                         f" WHERE {prune.FUTURES_ENDED} AND id > ? ORDER BY id LIMIT ?",
                         (after, limit),
                     )
-                    keys, young = prune.due_futures(rows, cut, keep)
+                    keys, stop = prune.due_futures(rows, cut, keep, stop_at)
                     self._delete(
                         conn,
                         "DELETE FROM futures_docs"
@@ -838,8 +845,10 @@ class SQLStore(Generic[C]):
                     ids = [key[3] for key in keys]
                 else:
                     raise StoreError(f"unknown kind of history to prune {kind!r}")
+            if stop is not None:
+                return prune.Step(len(ids), stop - 1, True)
             last = int(rows[-1][3 if kind == prune.FUTURES_ORDERS else 0]) if rows else after
-            return prune.Step(len(ids), last, young or len(rows) < limit)
+            return prune.Step(len(ids), last, len(rows) < limit)
 
     def _delete(self, conn: C, text: str, keys: list[Row]) -> None:
         if keys:

@@ -66,6 +66,7 @@ async def simulate(
     pruner = Pruner(exchange, committer, clock, replace(cfg.retention, enabled=retention))
     prune_every = max(1, cfg.retention.interval_s * 1000 // settings.tick_ms)
     pruned: dict[str, int] = {}
+    peak = 0
     sim = Simulation(exchange, committer, clock, settings)
     await sim.setup()
     market = sim.markets[0]
@@ -83,6 +84,7 @@ async def simulate(
                 pruned[kind] = pruned.get(kind, 0) + n
         if step % every:
             continue
+        peak = max(peak, folder_bytes(work))
         bid, ask = book.bids.best(), book.asks.best()
         last = exchange.engine.spot.last_price.get(symbol, 0) / places
         series["hour"].append((clock.now - START_MS) / 3_600_000)
@@ -101,7 +103,8 @@ async def simulate(
     store.close()
     size = folder_bytes(work)
     print(
-        f"retention {'on' if retention else 'off'}: data folder {size / 1e6:.1f} MB;"
+        f"retention {'on' if retention else 'off'}: data folder {size / 1e6:.1f} MB at the end"
+        f" (closed), {peak / 1e6:.1f} MB at most while running (WAL included);"
         f" rows: {', '.join(f'{t} {n}' for t, (n, _) in tables.items() if n)};"
         f" pruned: {pruned or 'nothing'}; files: {space['files']},"
         f" free pages {space['freePages']}, auto_vacuum {space['autoVacuum']}"

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from store_support import fingerprint, run
@@ -27,6 +28,7 @@ from tradehall.exchange import Exchange
 from tradehall.retention import Pruner
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox
+from tradehall.store import sqlite
 from tradehall.store.factory import ENV_VAR
 from tradehall.store.writer import GroupCommitter
 
@@ -141,7 +143,9 @@ def history(exchange: Exchange) -> list[Any]:
     ]
 
 
-def test_prune_keeps_exactly_what_the_horizons_say(backend: Backend, tmp_path: Path) -> None:
+def test_prune_keeps_exactly_what_the_horizons_say(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     live, twin = tmp_path / "live", tmp_path / "twin"
     exchanges = [backend.exchange(live), backend.exchange(twin)]
     try:
@@ -160,9 +164,15 @@ def test_prune_keeps_exactly_what_the_horizons_say(backend: Backend, tmp_path: P
     assert any(r[1] == ANN and r[0] in keep["orders"] for r in rows["orders"])
 
     where = ("--data-dir", str(live), *backend.server_args(live))
+    monkeypatch.setattr(sqlite, "FREE_PAGES_KEPT", 0)  # give back every page pruning frees
+    pages = backend.query(live, "PRAGMA page_count") if backend.name == "sqlite" else None
     pruned = cli("db", "prune", *where, "--json")
     assert pruned.exit_code == 0, pruned.output
     counts = json.loads(pruned.stdout)["pruned"]
+    if pages is not None:  # SQLite gave the freed pages back to the disk
+        assert counts["reclaimedPages"] > 0
+        assert backend.query(live, "PRAGMA page_count")[0][0] < pages[0][0] - 50
+        assert backend.query(live, "PRAGMA freelist_count") == [(0,)]
     after = table_rows(backend, live)
     for kind in ("orders", "trades", "ledger"):
         assert {r[0] for r in after[kind]} == keep[kind], kind

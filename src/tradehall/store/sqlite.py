@@ -19,6 +19,9 @@ from tradehall.store.sql import Row, SQLStore
 FREE_PAGES_KEPT = 1024
 """Free pages (4 KiB each) left in the file after pruning, for the next inserts to reuse;
 ``reclaim_space`` gives back the rest."""
+RECLAIM_PAGES = 8192
+"""At most this many pages (32 MB) given back per call: the vacuum is one write transaction
+that moves pages from the end of the file, and commits wait for it."""
 AUTO_VACUUM_MODES = {0: "none", 1: "full", 2: "incremental"}
 
 WAL_SIZE_LIMIT = 32 << 20
@@ -73,8 +76,9 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return AUTO_VACUUM_MODES.get(int(mode), str(mode))
 
     def reclaim_space(self) -> int:
-        """``PRAGMA incremental_vacuum`` of the free pages beyond ``FREE_PAGES_KEPT``, on the
-        write connection (it writes); nothing in a database still in auto_vacuum none mode."""
+        """``PRAGMA incremental_vacuum`` of the free pages beyond ``FREE_PAGES_KEPT`` (at most
+        ``RECLAIM_PAGES``), on the write connection (it writes); nothing in a database still
+        in auto_vacuum none mode."""
         with self._failing("incremental vacuum"):
             conn = self._write_conn()
             if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
@@ -82,7 +86,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
             if free <= FREE_PAGES_KEPT:
                 return 0
-            conn.execute(f"PRAGMA incremental_vacuum({free - FREE_PAGES_KEPT})").fetchall()
+            pages = min(free - FREE_PAGES_KEPT, RECLAIM_PAGES)
+            # executescript steps the statement to its end: through execute, Python's sqlite3
+            # stops after one step, which frees one page.
+            conn.executescript(f"PRAGMA incremental_vacuum({pages});")
             return free - int(conn.execute("PRAGMA freelist_count").fetchone()[0])
 
     def vacuum(self) -> None:

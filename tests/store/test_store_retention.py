@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import re
@@ -22,12 +23,14 @@ from store_support import fingerprint, run
 from support import TEST_SECRET_BOX_KEY, Backend
 from tradehall.cli import app
 from tradehall.codes import Reject
+from tradehall.config import load_config
 from tradehall.engine.commands import CancelOrder, Command, Deposit, PlaceOrder
 from tradehall.engine.orders import GTC, IOC, OPEN_STATUSES
 from tradehall.exchange import Exchange
 from tradehall.retention import Pruner
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox
+from tradehall.sim.runner import Simulation
 from tradehall.store import sqlite
 from tradehall.store.factory import ENV_VAR
 from tradehall.store.writer import GroupCommitter
@@ -343,3 +346,53 @@ def twin_of(backend: Backend, tmp_path: Path) -> Path:
     finally:
         exchange.store.close()
     return twin
+
+
+def test_futures_history_of_the_simulation_is_pruned_and_recovery_holds(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The simulation trading a perpetual contract for 45 simulated minutes: its ended
+    futures orders past 30 minutes go (never a live document, never the newest of a kind),
+    its positions, settings and contract state stay, and the audit and recovery hold."""
+    data = tmp_path / "data"
+    exchange = backend.exchange(data)
+    clock = [NOW - 45 * MINUTE]
+    committer = GroupCommitter(exchange)
+    settings = dataclasses.replace(load_config().simulation, seed=3, markets=("E-BTC-USDT",))
+    sim = Simulation(exchange, committer, lambda: clock[0], settings)
+
+    docs = "SELECT kind, user_id, contract, id, live, doc FROM futures_docs"
+    try:
+        asyncio.run(_setup_and_run(sim, committer, clock, settings.tick_ms))
+        before = fingerprint(exchange)
+        rows = backend.query(data, docs)
+        pruned = asyncio.run(Pruner(exchange, committer, lambda: clock[0]).run_pass())
+    finally:
+        committer.close()
+        exchange.store.close()
+    ended = [r for r in rows if r[0] in ("order", "trigger") and not r[4]]
+    top = {kind: max(r[3] for r in rows if r[0] == kind) for kind in ("order",)}
+    due = {
+        (r[0], r[1], r[2], r[3])
+        for r in ended
+        if json.loads(r[5])["updated"] < clock[0] - SIM_HORIZON and r[3] != top.get(r[0])
+    }
+    assert len(due) > 100 and pruned["futures_orders"] == len(due)
+    after = {(r[0], r[1], r[2], r[3]) for r in backend.query(data, docs)}
+    assert after == {(r[0], r[1], r[2], r[3]) for r in rows} - due
+    assert cli("audit", "--data-dir", str(data), *backend.server_args(data)).exit_code == 0
+    recovered = backend.exchange(data)
+    try:
+        assert fingerprint(recovered) == before
+    finally:
+        recovered.store.close()
+
+
+async def _setup_and_run(
+    sim: Simulation, committer: GroupCommitter, clock: list[int], tick_ms: int
+) -> None:
+    await sim.setup()
+    while clock[0] < NOW:
+        clock[0] += tick_ms
+        await sim.tick()
+    await committer.flush()

@@ -7,6 +7,12 @@ the traded price, and the spread of the book. The figure in docs/simulation.md:
 ``--symbol`` (``all``: every market simulated, the first one plotted), ``--hours``, ``--seed``
 and ``--config`` (a TOML file with a [simulation]
 section, e.g. a replay) change what is simulated.
+
+``--retention on`` prunes as a server would (the configuration's ``[retention]``, a pass every
+``interval_s`` of simulated time); the size of the data folder at the end is printed either
+way, and ``--no-plot`` skips the figure (the storage bound in docs/storage.md):
+
+    python -m bench.sim_day --symbol all --hours 6 --retention on --no-plot
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 from tradehall import operations as ops
 from tradehall.config import load_config
 from tradehall.exchange import Exchange
+from tradehall.retention import Pruner
 from tradehall.secretbox import SecretBox
 from tradehall.sim.runner import Simulation
 from tradehall.store.sqlite import SQLiteStore
@@ -39,8 +46,12 @@ class Clock:
         return self.now
 
 
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+
+
 async def simulate(
-    symbol: str, hours: float, seed: int, config: Path | None
+    symbol: str, hours: float, seed: int, config: Path | None, retention: bool = False
 ) -> dict[str, list[float]]:
     cfg = load_config(config)
     markets = (symbol,) if symbol != "all" else ()
@@ -52,6 +63,10 @@ async def simulate(
     exchange.recover()
     clock = Clock()
     committer = GroupCommitter(exchange)
+    pruner = Pruner(exchange, committer, clock, replace(cfg.retention, enabled=retention))
+    prune_every = max(1, cfg.retention.interval_s * 1000 // settings.tick_ms)
+    pruned: dict[str, int] = {}
+    peak = 0
     sim = Simulation(exchange, committer, clock, settings)
     await sim.setup()
     market = sim.markets[0]
@@ -63,8 +78,13 @@ async def simulate(
     for step in range(int(hours * 3_600_000 // settings.tick_ms)):
         clock.now += settings.tick_ms
         await sim.tick()
+        if retention and step % prune_every == prune_every - 1:
+            await committer.flush()
+            for kind, n in (await pruner.run_pass()).items():
+                pruned[kind] = pruned.get(kind, 0) + n
         if step % every:
             continue
+        peak = max(peak, folder_bytes(work))
         bid, ask = book.bids.best(), book.asks.best()
         last = exchange.engine.spot.last_price.get(symbol, 0) / places
         series["hour"].append((clock.now - START_MS) / 3_600_000)
@@ -78,7 +98,17 @@ async def simulate(
     await committer.flush()
     committer.close()
     report = ops.audit(exchange)
+    tables = store.table_stats()
+    space = store.storage_stats()
     store.close()
+    size = folder_bytes(work)
+    print(
+        f"retention {'on' if retention else 'off'}: data folder {size / 1e6:.1f} MB at the end"
+        f" (closed), {peak / 1e6:.1f} MB at most while running (WAL included);"
+        f" rows: {', '.join(f'{t} {n}' for t, (n, _) in tables.items() if n)};"
+        f" pruned: {pruned or 'nothing'}; files: {space['files']},"
+        f" free pages {space['freePages']}, auto_vacuum {space['autoVacuum']}"
+    )
     print(
         f"{hours:g} simulated hours on {', '.join(m.symbol for m in sim.markets)}:"
         f" {sum(p.counters.orders for p in sim.participants())} orders;"
@@ -119,8 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--config", type=Path)
+    p.add_argument("--retention", choices=("on", "off"), default="off")
+    p.add_argument("--no-plot", action="store_true")
     args = p.parse_args(argv)
-    series = asyncio.run(simulate(args.symbol, args.hours, args.seed, args.config))
+    series = asyncio.run(
+        simulate(args.symbol, args.hours, args.seed, args.config, args.retention == "on")
+    )
+    if args.no_plot:
+        return 0
     plot(series, args.symbol, args.out)
     spreads = sorted(s for s in series["spread_bps"] if s == s)
     print(

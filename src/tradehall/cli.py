@@ -7,6 +7,7 @@ changed behind a running server's back. Every command takes ``--json`` for scrip
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -36,6 +37,7 @@ from tradehall.codes import Code, Reject
 from tradehall.config import Config, ConfigError, load_config
 from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
+from tradehall.retention import directly, prune_pass
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox, SecretKeyError
 from tradehall.sim.settings import with_speed
@@ -56,7 +58,7 @@ key_app = typer.Typer(help="Manage API keys.", no_args_is_help=True, rich_markup
 app.add_typer(user_app, name="user")
 app.add_typer(key_app, name="key")
 db_app = typer.Typer(
-    help="Manage the store: schema upgrades, export and import.",
+    help="Manage the store: schema upgrades, export and import, sizes, pruning, vacuum.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -1187,6 +1189,16 @@ def _rows_text(result: Any, done: str) -> str:
     return "\n".join(lines + [f"  {table}: {n}" for table, n in rows.items()])
 
 
+def _to_incremental_vacuum(store: Store) -> bool:
+    """A SQLite file made before tradehall set ``auto_vacuum`` cannot give pruned pages back
+    until one VACUUM switches its mode: done here, offline. True if it was done."""
+    mode = getattr(store, "auto_vacuum", None)
+    if mode is None or mode() != "none":
+        return False
+    store.vacuum()
+    return True
+
+
 @db_app.command("upgrade")
 def db_upgrade(
     data_dir: DataDirOpt = None,
@@ -1194,15 +1206,124 @@ def db_upgrade(
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create or upgrade the store's schema (serve also does this on start)."""
-    _with_store(
+    """Create or upgrade the store's schema (serve also does this on start); a SQLite file
+    still without incremental auto_vacuum is vacuumed once to switch it on ("vacuumed")."""
+
+    def upgrade(store: Store, _: DataDir) -> Any:
+        version = store.migrate()
+        return {"version": version} | ({"vacuumed": True} if _to_incremental_vacuum(store) else {})
+
+    def human(result: Any) -> str:
+        note = " (vacuumed once: SQLite auto_vacuum is now incremental)"
+        return f"schema version {result['version']}" + (note if "vacuumed" in result else "")
+
+    _with_store(config, data_dir, database, as_json, upgrade, human)
+
+
+@db_app.command("vacuum")
+def db_vacuum(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Offline: rewrite the SQLite file compactly (switching it to incremental auto_vacuum),
+    or VACUUM ANALYZE the PostgreSQL tables. Needs free disk about the database's size."""
+
+    def vacuum(store: Store, datadir: DataDir) -> Any:
+        store.migrate()
+        before = _folder_bytes(datadir)
+        store.vacuum()
+        return {"folderBytesBefore": before, "folderBytes": _folder_bytes(datadir)}
+
+    def human(result: Any) -> str:
+        return (
+            f"vacuumed: data folder {_mb(result['folderBytesBefore'])}"
+            f" -> {_mb(result['folderBytes'])}"
+        )
+
+    _with_store(config, data_dir, database, as_json, vacuum, human, existing=True)
+
+
+def _folder_bytes(datadir: DataDir) -> int:
+    """The data folder's files (with SQLite: the database, its WAL and shared memory)."""
+    return sum(f.stat().st_size for f in datadir.path.iterdir() if f.is_file())
+
+
+def _mb(size: int | None) -> str:
+    return "?" if size is None else f"{size / 1e6:.1f} MB"
+
+
+def _stats_text(result: Any) -> str:
+    lines = [f"{result['backend']}: data folder {_mb(result['folderBytes'])}"]
+    lines += [
+        f"  {t['table']:<20} {t['rows']:>12,} rows {_mb(t['bytes']):>12}" for t in result["tables"]
+    ]
+    store = ", ".join(f"{k} {v}" for k, v in result["store"].items())
+    lines.append(f"store: {store}")
+    r = result["retention"]
+    if not r["enabled"]:
+        lines.append("retention: off (everything is kept)")
+    else:
+        lines.append(
+            "retention: on, a pass every {intervalSeconds} s; orders {ordersDays} d, trades"
+            " {tradesDays} d, ledger {ledgerDays} d, system ledger {systemLedgerHours} h,"
+            " simulation {simulationMinutes} min (0: kept forever)".format(**r)
+        )
+    if r.get("prunedSinceStart"):
+        lines.append(f"pruned since the server started: {r['prunedSinceStart']}")
+    return "\n".join(lines)
+
+
+@db_app.command("stats")
+def db_stats(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rows and size of every table, the data folder's size, and the retention in force
+    (the running server's, if one runs on the folder)."""
+    try:
+        _, datadir = _load(config, data_dir, database)
+    except CliError as exc:
+        _fail(exc, as_json)
+
+    def with_folder(result: Any) -> Any:
+        return {"folderBytes": _folder_bytes(datadir), **result}
+
+    _operate(
         config,
         data_dir,
-        database,
         as_json,
-        lambda store, _: {"version": store.migrate()},
-        lambda result: f"schema version {result['version']}",
+        lambda a: with_folder(a.storage()),
+        lambda ex, _: with_folder(ops.storage(ex)),
+        _stats_text,
+        database=database,
     )
+
+
+@db_app.command("prune")
+def db_prune(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Offline: prune now what the [retention] horizons say is past (even with retention
+    switched off); a running server does this by itself every interval_s."""
+
+    def online(_: AdminClient) -> Any:
+        raise CliError("the running server prunes by itself ([retention] interval_s)")
+
+    def offline(ex: Exchange, now: int) -> Any:
+        settings = replace(ex.config.retention, enabled=True)
+        return {"pruned": asyncio.run(prune_pass(ex, settings, now, directly))}
+
+    def human(result: Any) -> str:
+        return "pruned: " + ", ".join(f"{k} {v}" for k, v in result["pruned"].items())
+
+    _operate(config, data_dir, as_json, online, offline, human, database=database)
 
 
 @db_app.command("export")

@@ -55,6 +55,7 @@ _TOP_KEYS = (
     "contracts",
     "simulation",
     "admin",
+    "retention",
 )
 _ADMIN_KEYS = ("max_deposit",)
 _WEBSOCKET_KEYS = (
@@ -228,6 +229,31 @@ class AdminSettings:
 
     def deposit_ceiling(self, asset: str) -> Decimal | None:
         return self.max_deposit_by_asset.get(asset, self.max_deposit)
+class RetentionSettings:
+    """What history the store keeps (docs/storage.md, "Retention"). A horizon of 0 keeps
+    that kind forever."""
+
+    enabled: bool = True
+    interval_s: int = 60
+    """How often a pruning pass runs."""
+    batch_rows: int = 2000
+    """Rows looked at per transaction: each is short, so commits are never held up long."""
+    orders_days: int = 90
+    """Ended orders (spot, margin, futures) of users, counted from when they ended."""
+    trades_days: int = 90
+    """Trades with a user on either side."""
+    ledger_days: int = 90
+    """Ledger entries of users' accounts (folded into per-account checkpoints)."""
+    system_ledger_hours: int = 1
+    """Ledger entries of the exchange's own accounts (fees, clearing, insurance, pools,
+    deposits' counterpart): one per fee and per settlement, redundant with the trades."""
+    simulation_minutes: int = 30
+    """Orders, trades and ledger entries of the market simulation's participants (0: as
+    long as users')."""
+
+
+MIN_HISTORY_DAYS = 7
+"""The shortest horizon for users' orders and trades: the v3 history endpoints' window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +266,7 @@ class Config:
     websocket: WebSocketSettings = WebSocketSettings()
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     admin: AdminSettings = field(default_factory=AdminSettings)
+    retention: RetentionSettings = RetentionSettings()
 
 
 class ConfigError(Exception):
@@ -298,6 +325,7 @@ def parse_config(text: str, source: str) -> Config:
     from tradehall.config_simulation import parse_simulation  # it builds on this module
 
     simulation = parse_simulation(source, text, root.get("simulation", {}), markets)
+    retention = _retention(doc, root.get("retention", {}))
     return Config(
         server=server,
         markets=markets,
@@ -306,6 +334,7 @@ def parse_config(text: str, source: str) -> Config:
         websocket=websocket,
         simulation=simulation,
         admin=admin,
+        retention=retention,
     )
 
 
@@ -675,6 +704,52 @@ def _ceiling(table: _Table, key: str) -> Decimal:
     if value <= 0:
         raise table.error(key, f"must be above 0, got {_plain(value)}")
     return value
+
+
+_RETENTION_KEYS = (
+    "enabled",
+    "interval_s",
+    "batch_rows",
+    "orders_days",
+    "trades_days",
+    "ledger_days",
+    "system_ledger_hours",
+    "simulation_minutes",
+)
+_MAX_DAYS = 36_500
+
+
+def _horizon(table: _Table, key: str, default: int, low: int, high: int, why: str) -> int:
+    """0 (keep forever) or a horizon within [low, high]."""
+    value = table.integer(key, 0, high, default)
+    if 0 < value < low:
+        raise table.error(key, f"must be 0 (keep forever) or at least {low} ({why}), got {value}")
+    return value
+
+
+def _retention(doc: _Document, value: object) -> RetentionSettings:
+    table = _Table(doc, doc.table(value, "retention"), "retention")
+    doc.check_keys(table.values, "retention", _RETENTION_KEYS)
+    d = RetentionSettings()
+    window = "the history endpoints' 7-day window"
+    return RetentionSettings(
+        enabled=table.boolean("enabled", d.enabled),
+        interval_s=table.integer("interval_s", 1, 86_400, d.interval_s),
+        batch_rows=table.integer("batch_rows", 100, 100_000, d.batch_rows),
+        orders_days=_horizon(
+            table, "orders_days", d.orders_days, MIN_HISTORY_DAYS, _MAX_DAYS, window
+        ),
+        trades_days=_horizon(
+            table, "trades_days", d.trades_days, MIN_HISTORY_DAYS, _MAX_DAYS, window
+        ),
+        ledger_days=_horizon(table, "ledger_days", d.ledger_days, 1, _MAX_DAYS, "a day"),
+        system_ledger_hours=_horizon(
+            table, "system_ledger_hours", d.system_ledger_hours, 1, _MAX_DAYS * 24, "an hour"
+        ),
+        simulation_minutes=_horizon(
+            table, "simulation_minutes", d.simulation_minutes, 1, _MAX_DAYS * 1440, "a minute"
+        ),
+    )
 
 
 def _level(table: _Table, key: str, default: int) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 from tradehall import __version__
 from tradehall.api import wire
 from tradehall.codes import Code, Reject
+from tradehall.config import RetentionSettings
 from tradehall.engine import audit as engine_audit
 from tradehall.engine.commands import (
     Deposit,
@@ -560,6 +561,33 @@ def audit_report(memory: dict[str, Any], store_problems: list[str]) -> dict[str,
 def audit(ex: Exchange) -> dict[str, Any]:
     """The whole audit when nothing runs concurrently (offline)."""
     return audit_report(audit_memory(ex), audit_store(ex))
+
+
+def retention_view(settings: RetentionSettings) -> dict[str, Any]:
+    return {
+        "enabled": settings.enabled,
+        "intervalSeconds": settings.interval_s,
+        "batchRows": settings.batch_rows,
+        "ordersDays": settings.orders_days,
+        "tradesDays": settings.trades_days,
+        "ledgerDays": settings.ledger_days,
+        "systemLedgerHours": settings.system_ledger_hours,
+        "simulationMinutes": settings.simulation_minutes,
+    }
+
+
+def storage(ex: Exchange) -> dict[str, Any]:
+    """Rows and bytes per table (bytes with the table's indexes; null where the backend
+    cannot tell), the backend's own space figures and the retention in force (store reads)."""
+    tables = ex.store.table_stats()
+    return {
+        "backend": "postgresql" if ex.config.server.database else "sqlite",
+        "tables": [
+            {"table": name, "rows": rows, "bytes": size} for name, (rows, size) in tables.items()
+        ],
+        "store": ex.store.storage_stats(),
+        "retention": retention_view(ex.config.retention),
+    }
 
 
 def status(ex: Exchange) -> dict[str, Any]:

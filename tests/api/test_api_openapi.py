@@ -532,6 +532,7 @@ def admin_calls(env: Env, checker: Checker) -> None:
     ok(admin.request("GET", ADMIN + "/balances", params={"userId": 0}))
     ok(admin.request("GET", ADMIN + "/markets"))
     assert ok(admin.request("GET", ADMIN + "/audit"))["ok"] is True
+    assert ok(admin.request("GET", ADMIN + "/storage"))["retention"]["enabled"] is True
     ok(admin.request("GET", ADMIN + "/status"))
     assert ok(admin.request("GET", ADMIN + "/sim"))["running"] is False
     assert ok(admin.request("POST", ADMIN + "/sim/start"))["started"] is True

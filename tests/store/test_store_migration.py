@@ -5,18 +5,26 @@ index used to serve."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
 from store_support import command_stream, fingerprint, populate, run
 from support import TEST_SECRET_BOX, Backend
+from tradehall.cli import app
 from tradehall.config import load_config
+from tradehall.datadir import DataDir
 from tradehall.engine.events import Trade
 from tradehall.engine.orders import OPEN_STATUSES, OrderState
 from tradehall.exchange import Exchange
 from tradehall.store.batch import Batch, LedgerRow
+from tradehall.store.prune import FUTURES_ENDED
 from tradehall.store.schema import LATEST_VERSION, TABLES
 from tradehall.store.sql import OPEN_ORDERS, OPEN_STATUS_TERM, SQLStore
+from tradehall.store.sqlite import SQLiteStore
 
 MAX = 2**63 - 1
 MIN = -(2**63)
@@ -47,7 +55,8 @@ def back_to_version_3(
     """Drop migration 5's column; ``rows`` as migrating up will leave them (bars written
     before migration 5 carry amount 0)."""
     backend.execute(data_dir, "ALTER TABLE klines DROP COLUMN amount")
-    return {**rows, "klines": [(*row[:-1], 0) for row in rows["klines"]]}
+    upgraded = {**rows, "klines": [(*row[:-1], 0) for row in rows["klines"]]}
+    return upgraded | {name: [] for name in ADDED_LATER}
 
 
 def exchange_at(backend: Backend, data_dir: Path, version: int | None) -> Exchange:
@@ -65,7 +74,14 @@ def exchange_at(backend: Backend, data_dir: Path, version: int | None) -> Exchan
     return exchange
 
 
-def all_rows(backend: Backend, data_dir: Path) -> dict[str, list[tuple[Any, ...]]]:
+ADDED_LATER = {"ledger_checkpoints": 7}
+"""Tables of the catalogue a migration after version 3 creates (empty when it does)."""
+
+
+def all_rows(
+    backend: Backend, data_dir: Path, version: int | None = None
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows; at ``version``, only the tables that exist there."""
     return {
         t.name: [
             tuple(row)
@@ -74,6 +90,7 @@ def all_rows(backend: Backend, data_dir: Path) -> dict[str, list[tuple[Any, ...]
             )
         ]
         for t in TABLES.values()
+        if version is None or ADDED_LATER.get(t.name, 0) <= version
     }
 
 
@@ -100,7 +117,7 @@ def test_migration_4_keeps_every_row_and_the_venue_carries_on(
         before = fingerprint(old)
     finally:
         old.store.close()
-    rows = all_rows(backend, data)
+    rows = all_rows(backend, data, 3)
     assert all(rows[t] for t in (*REBUILT, "balances", "klines", "users", "transfers"))
     assert any(row[-1] for row in rows["klines"])  # bars of today's code have their amount
     assert "ledger_account" in indexes(backend, data, "ledger")
@@ -157,7 +174,7 @@ def test_migration_4_keeps_64_bit_extremes(backend: Backend, tmp_path: Path) -> 
         old.commit(batch)
     finally:
         old.close()
-    rows = back_to_version_3(backend, tmp_path / "data", all_rows(backend, tmp_path / "data"))
+    rows = back_to_version_3(backend, tmp_path / "data", all_rows(backend, tmp_path / "data", 3))
     store = backend.open_store(tmp_path / "data")
     try:
         assert store.migrate() == LATEST_VERSION
@@ -262,3 +279,57 @@ def test_migration_6_indexes_the_open_orders_alone(backend: Backend, tmp_path: P
 
 def test_the_open_orders_term_names_every_open_status() -> None:
     assert (f"status IN ({', '.join(repr(s) for s in sorted(OPEN_STATUSES))})") == OPEN_STATUS_TERM
+
+
+def test_migration_7_adds_checkpoints_and_the_ended_futures_index(
+    backend: Backend, tmp_path: Path
+) -> None:
+    data = tmp_path / "venue"
+    old = exchange_at(backend, data, 6)
+    try:
+        populate(old)
+        before = fingerprint(old)
+    finally:
+        old.store.close()
+    rows = all_rows(backend, data, 6)
+    assert "futures_ended" not in indexes(backend, data, "futures_docs")
+
+    migrated = exchange_at(backend, data, None)
+    try:
+        assert fingerprint(migrated) == before  # the audit reads the (empty) checkpoints
+        assert all_rows(backend, data) == rows | {"ledger_checkpoints": []}
+        assert "futures_ended" in indexes(backend, data, "futures_docs")
+        if backend.name == "sqlite":
+            plan = backend.query(
+                data,
+                "EXPLAIN QUERY PLAN SELECT kind, user_id, contract, id, doc FROM"
+                f" {SQLiteStore.ended_futures} WHERE {FUTURES_ENDED} AND id > 0"
+                " ORDER BY id LIMIT 10",
+            )
+            assert [row[-1] for row in plan] == [
+                "SEARCH futures_docs USING INDEX futures_ended (id>?)"
+            ]
+    finally:
+        migrated.store.close()
+
+
+def test_db_upgrade_switches_an_old_sqlite_file_to_incremental_vacuum(tmp_path: Path) -> None:
+    data = tmp_path / "venue"
+    data.mkdir()
+    made_before = sqlite3.connect(DataDir(data).db_path)  # as tradehall made files before 7
+    made_before.execute("PRAGMA auto_vacuum=NONE")
+    made_before.execute("CREATE TABLE placeholder (x INTEGER)")
+    made_before.execute("DROP TABLE placeholder")
+    made_before.close()
+    store = Backend("sqlite").open_store(data)
+    try:
+        store.migrate()
+        assert isinstance(store, SQLiteStore) and store.auto_vacuum() == "none"
+    finally:
+        store.close()
+    upgraded = CliRunner().invoke(app, ["db", "upgrade", "--data-dir", str(data), "--json"])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert json.loads(upgraded.stdout) == {"version": LATEST_VERSION, "vacuumed": True}
+    again = CliRunner().invoke(app, ["db", "upgrade", "--data-dir", str(data), "--json"])
+    assert json.loads(again.stdout) == {"version": LATEST_VERSION}
+    assert Backend("sqlite").query(data, "PRAGMA auto_vacuum") == [(2,)]

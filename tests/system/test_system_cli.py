@@ -667,3 +667,21 @@ def test_margin_names_an_unknown_user(data_dir: Path) -> None:
     assert error["msg"] == "unknown user 99"
     error = fails(data_dir, "margin", "--user", "1", "--symbol", "BTCUSDT", code=-2017)
     assert "no margin account" in error["msg"]
+
+
+def test_db_stats_beside_a_running_server_shows_its_retention(
+    server_factory: Any, data_dir: Path
+) -> None:
+    server_factory(data_dir)
+    bob = ok(data_dir, "user", "create", "--name", "bob")
+    ok(data_dir, "deposit", "--user", str(bob["id"]), "--asset", "USDT", "--amount", "5")
+    stats = ok(data_dir, "db", "stats")  # through the server's admin API (GET /storage)
+    rows = {t["table"]: t["rows"] for t in stats["tables"]}
+    assert rows["users"] >= 1 and rows["ledger"] >= 1 and "ledger_checkpoints" in rows
+    assert stats["folderBytes"] > 0
+    assert stats["retention"]["enabled"] is True
+    assert stats["retention"]["prunedSinceStart"] == {
+        "orders": 0, "futures_orders": 0, "trades": 0, "ledger": 0
+    }  # fmt: skip
+    # Pruning is the server's own business while it runs.
+    fails(data_dir, "db", "prune")

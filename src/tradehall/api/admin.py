@@ -366,6 +366,14 @@ async def audit(call: Call) -> Any:
     return ops.audit_report(memory, store_problems)
 
 
+async def storage(call: Call) -> Any:
+    """The store's tables (rows, bytes), its space, and the retention in force."""
+    report = await call.state.read(ops.storage, call.exchange)
+    pruner = call.state.pruner
+    report["retention"]["prunedSinceStart"] = dict(pruner.totals) if pruner else {}
+    return report
+
+
 async def status(call: Call) -> Any:
     return ops.status(call.exchange)
 
@@ -450,6 +458,7 @@ def routes() -> list[Route]:
         ("GET", "/futures/index", index_sources),
         ("GET", "/markets", markets),
         ("GET", "/audit", audit),
+        ("GET", "/storage", storage),
         ("GET", "/keys", list_keys),
         ("GET", "/activity", activity),
         ("GET", "/gateways", list_gateways),

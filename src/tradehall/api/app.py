@@ -32,6 +32,7 @@ from tradehall.api.replay import make_guard
 from tradehall.codes import Code
 from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
+from tradehall.retention import Pruner
 from tradehall.scheduler import Scheduler
 from tradehall.sim.runner import Simulation
 from tradehall.sim.settings import SimulationSettings
@@ -239,6 +240,7 @@ def create_app(
     )
 
     scheduler = Scheduler(exchange, committer, clock)
+    pruner = state.pruner = Pruner(exchange, committer, clock)
     state.simulation = Simulation(
         exchange, committer, clock, simulation or exchange.config.simulation
     )
@@ -248,6 +250,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             scheduler.start()
+            pruner.start()
         if client_api:
             hub.start()
         sampler = asyncio.create_task(state.monitor.run())
@@ -264,6 +267,7 @@ def create_app(
                 await sampler
             await hub.stop()
             await scheduler.stop()
+            await pruner.stop()
             with contextlib.suppress(Exception):
                 await committer.flush()
             committer.close()
@@ -282,4 +286,5 @@ def create_app(
     # engine process (no client API) serves the operator's page only.
     app.router.routes.extend(pages.routes(trader=client_api))
     app.state.scheduler = scheduler
+    app.state.pruner = pruner
     return app

@@ -35,6 +35,7 @@ from tradehall.store.writer import GroupCommitter
 
 if TYPE_CHECKING:
     from tradehall.cluster.gateway_registry import GatewayRegistry
+    from tradehall.retention import Pruner
     from tradehall.sim.faults import FaultInjector
     from tradehall.sim.runner import Simulation
     from tradehall.stream.hub import Hub
@@ -62,6 +63,8 @@ class AppState:
     )
     simulation: Simulation | None = None
     """The market simulation (``tradehall sim``), when the server was given its settings."""
+    pruner: Pruner | None = None
+    """The retention task (``[retention]``)."""
     faults: FaultInjector | None = None
     """The fault injector wrapped around the app, when fault injection is configured."""
     max_ahead_ms: int = MAX_AHEAD_MS

@@ -327,6 +327,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "adminMarkets", "Assets, pairs and contracts", admin.AdminMarketsWithContracts
     ),
     ("GET", f"{_A}/audit"): _admin("adminAudit", "Check every invariant", wire.AdminAudit),
+    ("GET", f"{_A}/storage"): _admin(
+        "adminStorage", "Rows and sizes per table, and the retention in force", wire.AdminStorage
+    ),
     ("GET", f"{_A}/status"): _admin("adminStatus", "Server status", wire.AdminStatus),
     ("GET", f"{_A}/sim"): _admin(
         "adminSimStatus",

@@ -474,6 +474,39 @@ class AdminAudit(Wire, frozen=True):
     assets: list[AdminAuditAsset]
 
 
+class AdminStorageTable(Wire, frozen=True):
+    table: str
+    rows: Annotated[int, Meta(ge=0)]
+    bytes: Annotated[int, Meta(ge=0)] | None
+    """With the table's indexes; null where the backend cannot tell (SQLite without dbstat)."""
+
+
+class AdminRetention(Wire, frozen=True):
+    """The ``[retention]`` in force (a horizon of 0 keeps that kind forever)."""
+
+    enabled: bool
+    interval_seconds: int
+    batch_rows: int
+    orders_days: int
+    trades_days: int
+    ledger_days: int
+    system_ledger_hours: int
+    simulation_minutes: int
+    pruned_since_start: dict[str, int] | msgspec.UnsetType = msgspec.UNSET
+    """Rows the server pruned since it started, per kind (not offline)."""
+
+
+class AdminStorage(Wire, frozen=True):
+    """``tradehall db stats``: rows and bytes per table, the backend's own space figures
+    (SQLite: pages, free pages, auto_vacuum, files; PostgreSQL: autovacuum, schema) and the
+    retention in force."""
+
+    backend: str
+    tables: list[AdminStorageTable]
+    store: dict[str, Any]
+    retention: AdminRetention
+
+
 class AdminStatus(Wire, frozen=True):
     version: str
     users: Annotated[int, Meta(ge=0)]

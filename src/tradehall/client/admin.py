@@ -163,6 +163,10 @@ class AdminClient:
         """GET /admin/v1/audit."""
         return self._get("/audit")
 
+    def storage(self) -> Any:
+        """GET /admin/v1/storage: rows and bytes per table, the store's space, the retention."""
+        return self._get("/storage")
+
     def gateways(self) -> Any:
         """GET /admin/v1/gateways: the gateway workers the engine heard from lately."""
         return self._get("/gateways")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
@@ -19,6 +19,7 @@ from tradehall.engine.futures_model import (
 from tradehall.engine.orders import Order, OrderState
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store.batch import Batch, KeyRow, UserRow
+from tradehall.store.prune import Cutoffs, Keep, Step
 
 __all__ = ["FuturesDoc", "Snapshot", "Store", "StoreError", "collector_paused"]
 
@@ -162,6 +163,35 @@ class Store(Protocol):
 
     def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:
         """Per (account, asset), the sums of the ledger's free and locked deltas."""
+        ...
+
+    def prune_keep(self, symbols: Iterable[str]) -> Keep:
+        """What a pruning pass leaves for recovery: the newest row of each table, the latest
+        trades of each of ``symbols``."""
+        ...
+
+    def prune_step(
+        self, kind: str, cut: Cutoffs, keep: Keep, after: int, limit: int, stop_at: int
+    ) -> Step:
+        """One short transaction of pruning ``kind`` (``prune.KINDS``) past id ``after``, up
+        to the first row placed at or after ``stop_at``."""
+        ...
+
+    def reclaim_space(self) -> int:
+        """Give freed space back to the disk where the backend needs telling; pages given."""
+        ...
+
+    def vacuum(self) -> None:
+        """Offline maintenance: SQLite VACUUM (and incremental auto_vacuum from then on),
+        PostgreSQL VACUUM ANALYZE."""
+        ...
+
+    def table_stats(self) -> dict[str, tuple[int, int | None]]:
+        """Per table: (rows, bytes with its indexes, or None where unknown)."""
+        ...
+
+    def storage_stats(self) -> dict[str, object]:
+        """The backend's own figures about its space (files, pages, autovacuum)."""
         ...
 
     def export_to(self, out: TextIO) -> dict[str, int]:

@@ -27,7 +27,7 @@ from psycopg import conninfo
 
 from tradehall.store.base import StoreError
 from tradehall.store.factory import store_identity
-from tradehall.store.schema import POSTGRESQL
+from tradehall.store.schema import POSTGRESQL, TABLES
 from tradehall.store.sql import Row, SQLStore
 
 PgConnection = psycopg.Connection[tuple[Any, ...]]
@@ -53,6 +53,7 @@ class PostgresStore(SQLStore[PgConnection]):
     errors = (psycopg.Error,)
     bytewise = ' COLLATE "C"'
     json_text = "(doc::json ->> '{field}')"
+    ended_futures = "futures_docs"
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -140,6 +141,30 @@ class PostgresStore(SQLStore[PgConnection]):
                 " (two servers must not share one database)"
             )
         self.schema = schema
+
+    def vacuum(self) -> None:
+        """VACUUM ANALYZE of this schema's tables (autovacuum does the same on its own)."""
+        with self._failing("vacuum"):
+            self._write_conn().execute(f"VACUUM (ANALYZE) {', '.join(TABLES)}")
+
+    def _table_sizes(self, conn: PgConnection) -> dict[str, int]:
+        return {
+            name: int(size)
+            for name, size in conn.execute(
+                "SELECT t, pg_total_relation_size(to_regclass(t)) FROM unnest(%s::text[]) t",
+                (list(TABLES),),
+            ).fetchall()
+            if size is not None
+        }
+
+    def storage_stats(self) -> dict[str, object]:
+        with self._failing("reading the schema's size"):
+            row = (
+                self._conn()
+                .execute("SELECT current_setting('autovacuum'), current_schema()")
+                .fetchone()
+            )
+        return {"autovacuum": row[0] if row else "?", "schema": row[1] if row else "?"}
 
     @contextlib.contextmanager
     def _batch_transaction(self, conn: PgConnection) -> Iterator[None]:

@@ -285,6 +285,29 @@ MIGRATIONS: list[tuple[int, str, list[Step]]] = [
             "CREATE INDEX orders_open ON orders (id) WHERE status IN ('NEW', 'PARTIALLY_FILLED')",
         ],
     ),
+    (
+        7,
+        "retention: ledger checkpoints, ended futures orders indexed for pruning",
+        [
+            # Per (account, asset), the sums of every ledger entry pruned so far (and how many,
+            # up to which id): a balance is its checkpoint plus its remaining entries, so the
+            # audit stays exact however much detail is pruned.
+            """CREATE TABLE ledger_checkpoints (
+                account BIGINT NOT NULL,
+                asset TEXT NOT NULL,
+                free BIGINT NOT NULL,
+                locked BIGINT NOT NULL,
+                entries BIGINT NOT NULL,
+                through BIGINT NOT NULL,
+                PRIMARY KEY (account, asset)
+            )""",
+            # The pruner walks the ended futures orders and conditional orders in id order
+            # (their ids follow time); without this it would sort all of them per batch. The
+            # text must match the pruner's WHERE term exactly (SQLite's partial-index rule).
+            "CREATE INDEX futures_ended ON futures_docs (id)"
+            " WHERE live = 0 AND kind IN ('order', 'trigger')",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -317,6 +340,11 @@ TABLES: dict[str, Table] = {
             "ledger",
             ("id", "account", "asset", "d_free", "d_locked", "reason", "ref", "time"),
             ("id",),
+        ),
+        Table(
+            "ledger_checkpoints",
+            ("account", "asset", "free", "locked", "entries", "through"),
+            ("account", "asset"),
         ),
         Table(
             "orders",

@@ -53,7 +53,7 @@ from tradehall.engine.orders import (
     OrderState,
 )
 from tradehall.marketdata import Bar, PublicTrade
-from tradehall.store import dump
+from tradehall.store import dump, prune
 from tradehall.store.base import FuturesDoc, Snapshot, StoreError, StoreRefused
 from tradehall.store.batch import Batch, KeyRow, UserRow
 from tradehall.store.schema import MIGRATIONS, SQLITE, TABLES, Only, Table
@@ -103,6 +103,22 @@ UPSERT_DEBT = _upsert(TABLES["margin_debts"], "principal", "interest")
 UPSERT_STATE = _upsert(TABLES["engine_state"], "value")
 UPSERT_FUTURES = _upsert(TABLES["futures_docs"], "live", "doc")
 
+_ALL_ENTRIES = (
+    "(SELECT account, asset, d_free AS f, d_locked AS lk FROM ledger UNION ALL"
+    " SELECT account, asset, free, locked FROM ledger_checkpoints) e GROUP BY account, asset"
+)
+"""Every ledger entry with the checkpoints of the pruned ones, grouped by (account, asset)."""
+_ENTRIES_ONLY = (
+    "(SELECT account, asset, d_free AS f, d_locked AS lk FROM ledger) e GROUP BY account, asset"
+)
+"""The same in a store not migrated to version 7 yet (no checkpoints: nothing was pruned)."""
+UPSERT_CHECKPOINT = (
+    "INSERT INTO ledger_checkpoints (account, asset, free, locked, entries, through)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account, asset) DO UPDATE SET"
+    " free = ledger_checkpoints.free + excluded.free,"
+    " locked = ledger_checkpoints.locked + excluded.locked,"
+    " entries = ledger_checkpoints.entries + excluded.entries, through = excluded.through"
+)
 _MINE = f"SELECT {TRADE_COLUMNS} FROM trades WHERE symbol = ? AND {{side}}_account = ?"
 _TEXT_KEYS = {"api_key", "asset", "symbol", "interval", "kind", "contract"}
 
@@ -273,6 +289,9 @@ class SQLStore(Generic[C]):
     """Appended to text columns in ORDER BY so that text sorts by bytes in every backend."""
     import_chunk: ClassVar[int] = 5000
     json_text: ClassVar[str] = "json_extract(doc, '$.{field}')"
+    ended_futures: ClassVar[str] = "futures_docs INDEXED BY futures_ended"
+    """How the pruner names futures_docs: SQLite's planner, without statistics, would
+    rather take ``futures_live`` and sort every ended order per batch."""
     """The SQL of a text field of the JSON in ``futures_docs.doc``."""
 
     def __init__(self) -> None:
@@ -280,6 +299,8 @@ class SQLStore(Generic[C]):
         self._connections: list[C] = []
         self._lock = threading.Lock()
         self._next_ledger_id: int | None = None
+        self._checkpointed: bool | None = None
+        """Whether the ledger_checkpoints table exists (known once asked; migrations reset)."""
 
     # ------------------------------------------------------------- dialect
 
@@ -360,15 +381,23 @@ class SQLStore(Generic[C]):
     def _applied(self, conn: C) -> int:
         return int(self._one(conn, "SELECT MAX(version) FROM schema_version")[0] or 0)
 
+    def _exists(self, conn: C, table: str) -> bool:
+        exists = (
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            if self.dialect == SQLITE
+            else "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
+        )
+        return self._one(conn, exists, (table,)) is not None
+
     def schema_version(self) -> int:
         with self._failing("reading the schema version"):
             conn = self._write_conn()
-            exists = (
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
-                if self.dialect == SQLITE
-                else "SELECT 1 WHERE to_regclass('schema_version') IS NOT NULL"
-            )
-            return self._applied(conn) if self._one(conn, exists) else 0
+            return self._applied(conn) if self._exists(conn, "schema_version") else 0
+
+    def _ledger_entries(self, conn: C) -> str:
+        if self._checkpointed is None:
+            self._checkpointed = self._exists(conn, "ledger_checkpoints")
+        return _ALL_ENTRIES if self._checkpointed else _ENTRIES_ONLY
 
     def migrate(self, upto: int | None = None) -> int:
         """Apply every migration not applied yet (up to version ``upto`` if given: tests and
@@ -376,6 +405,7 @@ class SQLStore(Generic[C]):
         with self._failing("schema migration"):
             conn = self._write_conn()
             current = self._version(conn)
+            self._checkpointed = None
             applied = False
             for version, _name, steps in MIGRATIONS:
                 if version <= current or (upto is not None and version > upto):
@@ -481,7 +511,7 @@ class SQLStore(Generic[C]):
                 trades = self._rows(
                     conn,
                     "SELECT id, time, price, qty, taker_side, quote FROM trades WHERE symbol = ?"
-                    " ORDER BY id DESC LIMIT 1000",
+                    f" ORDER BY id DESC LIMIT {prune.RECENT_TRADES}",
                     (symbol,),
                 )
                 if trades:
@@ -701,24 +731,25 @@ class SQLStore(Generic[C]):
 
     def ledger_sums(self) -> dict[tuple[int, str], tuple[int, int]]:
         with self._failing("reading the ledger"):
+            conn = self._conn()
             rows = self._rows(
-                self._conn(),
-                "SELECT account, asset, SUM(d_free), SUM(d_locked) FROM ledger"
-                " GROUP BY account, asset",
+                conn, f"SELECT account, asset, SUM(f), SUM(lk) FROM {self._ledger_entries(conn)}"
             )
             return {(a, asset): (int(f), int(lk)) for a, asset, f, lk in rows}
 
     def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:
-        """Stored balances that differ from the sum of their stored ledger entries, as
+        """Stored balances that differ from their ledger checkpoint plus the sum of their
+        stored ledger entries, as
         (account, asset, free, locked, sum of d_free, sum of d_locked). One statement, so it
         reads one consistent snapshot even while commits go on. The sums are one pass over
         the whole ledger (a scan and a sort or hash: no index serves it), used by both halves
         (a common table expression used twice is computed once, in SQLite and PostgreSQL)."""
         with self._failing("auditing the ledger"):
+            conn = self._conn()
+            entries = self._ledger_entries(conn)
             rows = self._rows(
-                self._conn(),
-                "WITH l AS (SELECT account, asset, SUM(d_free) AS f, SUM(d_locked) AS lk"
-                " FROM ledger GROUP BY account, asset)"
+                conn,
+                f"WITH l AS (SELECT account, asset, SUM(f) AS f, SUM(lk) AS lk FROM {entries})"
                 " SELECT b.account, b.asset, b.free, b.locked, COALESCE(l.f, 0), COALESCE(l.lk, 0)"
                 " FROM balances b LEFT JOIN l ON l.account = b.account AND l.asset = b.asset"
                 " WHERE b.free <> COALESCE(l.f, 0) OR b.locked <> COALESCE(l.lk, 0)"
@@ -729,6 +760,131 @@ class SQLStore(Generic[C]):
             return [
                 (a, asset, int(f), int(lk), int(sf), int(sl)) for a, asset, f, lk, sf, sl in rows
             ]
+
+    # ------------------------------------------------------------- retention
+
+    def prune_keep(self, symbols: Iterable[str]) -> prune.Keep:
+        """What a pruning pass must leave for recovery (see ``prune``), read from the store."""
+        with self._failing("reading what pruning keeps"):
+            conn = self._write_conn()
+            keep = prune.Keep(
+                max_order=self._next_id(conn, "orders") - 1,
+                max_trade=self._next_id(conn, "trades") - 1,
+                max_ledger=self._next_id(conn, "ledger") - 1,
+            )
+            for kind in (KIND_ORDER, KIND_TRIGGER):
+                top = self._one(conn, "SELECT MAX(id) FROM futures_docs WHERE kind = ?", (kind,))
+                keep.max_futures[kind] = int(top[0] or 0)
+            for symbol in symbols:
+                row = self._one(
+                    conn,
+                    "SELECT id FROM trades WHERE symbol = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+                    (symbol, prune.RECENT_TRADES - 1),
+                )
+                keep.recent_trades[symbol] = int(row[0]) if row else 0
+            return keep
+
+    def prune_step(
+        self,
+        kind: str,
+        cut: prune.Cutoffs,
+        keep: prune.Keep,
+        after: int,
+        limit: int,
+        stop_at: int,
+    ) -> prune.Step:
+        """Look at up to ``limit`` rows of ``kind`` with an id above ``after``, up to the first
+        placed at or after ``stop_at``, and delete those past their horizon, in one
+        transaction; ledger entries are folded into their
+        checkpoints in the same transaction, so every balance stays the sum of its
+        checkpoint and its remaining entries at every commit."""
+        with self._failing(f"pruning {kind}"):
+            conn = self._write_conn()
+            with self._transaction(conn):
+                if kind == prune.ORDERS:
+                    rows = self._rows(
+                        conn,
+                        "SELECT id, account, status, time, updated FROM orders WHERE id > ?"
+                        " ORDER BY id LIMIT ?",
+                        (after, limit),
+                    )
+                    ids, stop = prune.due_orders(rows, cut, keep, stop_at)
+                    self._delete(conn, "DELETE FROM orders WHERE id = ?", [(i,) for i in ids])
+                elif kind == prune.TRADES:
+                    rows = self._rows(
+                        conn,
+                        "SELECT id, symbol, time, bid_account, ask_account FROM trades"
+                        " WHERE id > ? ORDER BY id LIMIT ?",
+                        (after, limit),
+                    )
+                    ids, stop = prune.due_trades(rows, cut, keep, stop_at)
+                    self._delete(conn, "DELETE FROM trades WHERE id = ?", [(i,) for i in ids])
+                elif kind == prune.LEDGER:
+                    rows = self._rows(
+                        conn,
+                        "SELECT id, account, asset, d_free, d_locked, time FROM ledger"
+                        " WHERE id > ? ORDER BY id LIMIT ?",
+                        (after, limit),
+                    )
+                    ids, fold, stop = prune.due_ledger(rows, cut, keep, stop_at)
+                    if fold:
+                        self._executemany(
+                            conn,
+                            self._sql(UPSERT_CHECKPOINT),
+                            [(a, asset, *sums) for (a, asset), sums in fold.items()],
+                        )
+                    self._delete(conn, "DELETE FROM ledger WHERE id = ?", [(i,) for i in ids])
+                elif kind == prune.FUTURES_ORDERS:
+                    rows = self._rows(
+                        conn,
+                        f"SELECT kind, user_id, contract, id, doc FROM {self.ended_futures}"
+                        f" WHERE {prune.FUTURES_ENDED} AND id > ? ORDER BY id LIMIT ?",
+                        (after, limit),
+                    )
+                    keys, stop = prune.due_futures(rows, cut, keep, stop_at)
+                    self._delete(
+                        conn,
+                        "DELETE FROM futures_docs"
+                        " WHERE kind = ? AND user_id = ? AND contract = ? AND id = ?",
+                        keys,
+                    )
+                    ids = [key[3] for key in keys]
+                else:
+                    raise StoreError(f"unknown kind of history to prune {kind!r}")
+            if stop is not None:
+                return prune.Step(len(ids), stop - 1, True)
+            last = int(rows[-1][3 if kind == prune.FUTURES_ORDERS else 0]) if rows else after
+            return prune.Step(len(ids), last, len(rows) < limit)
+
+    def _delete(self, conn: C, text: str, keys: list[Row]) -> None:
+        if keys:
+            self._executemany(conn, self._sql(text), keys)
+
+    def reclaim_space(self) -> int:
+        """Give the disk back what pruning freed, if the backend has to be told (SQLite's
+        incremental vacuum); the pages it returned."""
+        return 0
+
+    def vacuum(self) -> None:
+        """Rebuild or clean every table offline (SQLite: VACUUM; PostgreSQL: VACUUM ANALYZE)."""
+        raise NotImplementedError
+
+    def table_stats(self) -> dict[str, tuple[int, int | None]]:
+        """Per table: (rows, bytes with its indexes; None where the backend cannot tell)."""
+        with self._failing("reading table sizes"):
+            conn = self._conn()
+            sizes = self._table_sizes(conn)
+            return {
+                name: (int(self._one(conn, f"SELECT COUNT(*) FROM {name}")[0]), sizes.get(name))
+                for name in TABLES
+            }
+
+    def _table_sizes(self, conn: C) -> dict[str, int]:
+        return {}
+
+    def storage_stats(self) -> dict[str, object]:
+        """What the backend says about its space as a whole (files, free pages...)."""
+        return {}
 
     # ------------------------------------------------------------- export and import
 

@@ -12,12 +12,14 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from tradehall.exchange import Exchange
 from tradehall.store.base import StoreError
 from tradehall.store.batch import Batch
 
 log = logging.getLogger("tradehall.store")
+T = TypeVar("T")
 
 CHECKPOINT_ROWS = 16_000
 CHECKPOINT_COMMITS = 400
@@ -146,6 +148,12 @@ class GroupCommitter:
         self._commits_since_checkpoint = 0
         self._checkpoint = self._checkpointer.submit(self._checkpoint_fn)
         self._checkpoint.add_done_callback(_log_failure)
+
+    async def on_writer(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the writer's thread, between two commits: store work that
+        writes beside the commits (pruning). A commit due meanwhile waits for it, so each
+        call must be short."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     async def flush(self) -> None:
         """Commit everything staged; used on shutdown."""

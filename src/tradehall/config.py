@@ -229,6 +229,9 @@ class AdminSettings:
 
     def deposit_ceiling(self, asset: str) -> Decimal | None:
         return self.max_deposit_by_asset.get(asset, self.max_deposit)
+
+
+@dataclass(frozen=True, slots=True)
 class RetentionSettings:
     """What history the store keeps (docs/storage.md, "Retention"). A horizon of 0 keeps
     that kind forever."""

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tradehall.api import admin, asset, futures, margin, openapi, spot
+from tradehall.api import admin, asset, futures, health, margin, openapi, spot
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.http import (
     JSON_CONTENT_TYPE,
@@ -145,6 +145,11 @@ class App(Starlette):
         await super().__call__(scope, receive, send)
 
 
+def _readiness(request: Request) -> health.Readiness:
+    front: Front = request.app.state.tradehall
+    return front.not_ready
+
+
 Companion = Callable[[AppState], contextlib.AbstractAsyncContextManager[Any]]
 """Something that runs beside the app while it serves (the engine process's NATS service),
 entered after the scheduler starts and left before the committer's last flush."""
@@ -170,6 +175,7 @@ def assemble(
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
+    app.router.routes.extend(health.routes(_readiness))
     app.state.tradehall = state
     return app
 

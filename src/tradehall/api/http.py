@@ -79,6 +79,24 @@ class AppState:
     process)."""
     gateways: GatewayRegistry | None = None
     """In the engine process: the gateways' reports, added to the operator's view."""
+    draining: bool = False
+    """The server was asked to stop: ``/readyz`` answers 503 from then on."""
+    readiness_checks: list[Callable[[], str | None]] = field(default_factory=list)
+    """More conditions of readiness (the engine process's NATS link): each gives the reason
+    it is not met, or None."""
+
+    async def not_ready(self) -> str | None:
+        """Why this process cannot serve requests now, or None (``GET /readyz``)."""
+        if self.draining:
+            return "draining: the server is stopping"
+        failure = self.exchange.failure
+        if failure is not None:
+            return f"the store takes no writes until a restart ({failure})"
+        for check in self.readiness_checks:
+            reason = check()
+            if reason is not None:
+                return reason
+        return None
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""
@@ -190,6 +208,8 @@ class Front(Protocol):
     def check_writable(self) -> None: ...
 
     def find_key(self, api_key: str) -> ApiKey | None: ...
+
+    async def not_ready(self) -> str | None: ...
 
     async def perform(
         self,

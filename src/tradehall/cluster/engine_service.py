@@ -303,6 +303,8 @@ class EngineService(Service):
         )
         await self.nc.subscribe(f"{self.subject}.keys", cb=self._on_keys)
         await self.nc.subscribe(f"{self.subject}.gateways.report", cb=self._on_report)
+        await self.nc.subscribe(f"{self.subject}.health", cb=self._on_health)
+        self.state.readiness_checks.append(self._linked)
         self.state.gateways = self.gateways
         self.state.committer.listeners.append(self._on_commit)
         self._watcher = asyncio.get_running_loop().create_task(self._watch_failure())
@@ -324,6 +326,8 @@ class EngineService(Service):
                 await self._commands.drain()  # type: ignore[no-untyped-call]
         if self._tasks or self._open:
             await asyncio.wait([*self._tasks, *self._open], timeout=10)
+        if self._linked in self.state.readiness_checks:
+            self.state.readiness_checks.remove(self._linked)
         if self._on_commit in self.state.committer.listeners:
             self.state.committer.listeners.remove(self._on_commit)
         self._announce_reset()
@@ -613,6 +617,17 @@ class EngineService(Service):
             await msg.respond(data)
         except Exception as exc:  # NATS is away: the gateway times out and resends
             log.warning("could not answer a command: %s", exc)
+
+    # ------------------------------------------------------------- health
+
+    def _linked(self) -> str | None:
+        nc = self.nc
+        return None if nc is not None and nc.is_connected else "not connected to NATS"
+
+    async def _on_health(self, msg: Msg) -> None:
+        """A gateway's readiness probe: nothing when this process can serve, else why not."""
+        reason = await self.state.not_ready()
+        await self._respond(msg, (reason or "").encode())
 
     # ------------------------------------------------------------- gateways
 

@@ -62,6 +62,9 @@ log = logging.getLogger("tradehall.gateway")
 REPORT_EVERY = 5.0
 """Seconds between two of a gateway worker's reports to the engine (the operator's view)."""
 
+HEALTH_TIMEOUT = 1.0
+"""Seconds a readiness probe waits for the engine's word (at most the gateway's timeout)."""
+
 REQUEST_MARGIN = 4096
 """Bytes of NATS's maximum message size kept for the request's subjects and headers."""
 
@@ -129,6 +132,8 @@ class Gateway(Service):
         self.engine_answers = False
         """The engine's latest word was an answer (not silence, not 503, not its reset)."""
         self._reporting: asyncio.Task[None] | None = None
+        self.draining = False
+        """The worker was asked to stop: ``/readyz`` answers 503 from then on."""
 
     # ------------------------------------------------------------- lifecycle
 
@@ -240,6 +245,30 @@ class Gateway(Service):
             self._loading = asyncio.get_running_loop().create_task(self.load_keys())
 
     # ------------------------------------------------------------- Front
+
+    async def not_ready(self) -> str | None:
+        """Why this worker cannot serve now (``GET /readyz``), or None: it asks the engine
+        (``<prefix>.health``), which answers with its own reason or nothing."""
+        if self.draining:
+            return "draining: the gateway is stopping"
+        nc = self.nc
+        if nc is None or not nc.is_connected:
+            return "not connected to NATS"
+        try:
+            msg = await nc.request(
+                f"{self.subject}.health", b"", timeout=min(self.timeout, HEALTH_TIMEOUT)
+            )
+        except nats.errors.NoRespondersError:
+            self._engine_lost()
+            return "the engine is not reachable (no engine process is listening)"
+        except (TimeoutError, nats.errors.Error) as exc:
+            return f"the engine is not reachable ({type(exc).__name__})"
+        if msg.data:
+            return "the engine cannot serve: " + msg.data.decode("utf-8", "replace")
+        if not self.keys_loaded:
+            self._load_soon()
+            return "the API keys are not loaded from the engine yet"
+        return None
 
     def check_writable(self) -> None:
         """The engine process knows; it checks."""

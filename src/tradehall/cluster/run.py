@@ -83,7 +83,8 @@ def run_engine(
 
 
 def _serve_worker(sock: Any, make_gateway: Callable[[], Gateway]) -> bool:
-    srv = server.GracefulServer(server.uvicorn_config(gateway_asgi(make_gateway())))
+    app = gateway_asgi(make_gateway())
+    srv = server.GracefulServer(server.uvicorn_config(app), on_exit=server.drain_hook(app))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, srv.handle_exit)
     srv.run(sockets=[sock])

@@ -469,6 +469,18 @@ def gateway(
     no_rate_limits: Annotated[
         bool, typer.Option("--no-rate-limits", help="Switch rate limits off.")
     ] = False,
+    metrics_host: Annotated[
+        str, typer.Option(help="Address the metrics listeners bind.")
+    ] = "127.0.0.1",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Serve each worker's Prometheus metrics at /metrics on this port plus the"
+            " worker's index (0, 1, ...) [default: no metrics listener].",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Serve the REST API, the WebSocket streams and the trader's page in front of a
@@ -494,8 +506,12 @@ def gateway(
                 batch_delay=batch_delay_ms / 1000,
                 read_cache_ms=read_cache_ms,
                 faults=cfg.simulation.faults,
+                metrics_host=metrics_host,
+                metrics_port=metrics_port,
             )
 
+        if metrics_port is not None and metrics_port + workers - 1 > 65535:
+            raise CliError(f"--metrics-port {metrics_port} leaves no port for {workers} workers")
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):
             typer.echo(
                 f"warning: {workers} workers with limits.storage = {limits.storage!r}: each"

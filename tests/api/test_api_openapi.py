@@ -187,8 +187,13 @@ def test_document_lists_exactly_the_routes_the_app_serves(env: Env, doc: dict[st
         else:
             pages |= methods
     assert operations(doc) == served
-    # Only the web pages and their files stay out of the document: no API operation.
-    assert pages == {("GET", "/"), ("GET", "/admin"), ("GET", "/web/{name:path}")}
+    # Only the web pages and their files, and the operator's probes (health, readiness,
+    # metrics: docs/operations.md), stay out of the document: no API operation.
+    probes = {("GET", "/healthz"), ("GET", "/readyz")}
+    if env.gateway is None:
+        probes.add(("GET", "/metrics"))  # a gateway serves its own on a listener of its own
+    pages_ = {("GET", "/"), ("GET", "/admin"), ("GET", "/web/{name:path}")}
+    assert pages == pages_ | probes
     assert ("GET", PATH) in served
     ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
     assert len(ids) == len(set(ids))

@@ -17,7 +17,7 @@ from tradehall import operations as ops
 from tradehall import sandbox
 from tradehall.api import wire
 from tradehall.api.errors import ApiError
-from tradehall.api.http import Call, endpoint
+from tradehall.api.http import AppState, Call, endpoint
 from tradehall.api.reading import Reading, reading
 from tradehall.api.requests import (
     AdminFundingRequest,
@@ -189,16 +189,20 @@ def is_loopback(host: str | None) -> bool:
     return host in LOOPBACK or (host or "").startswith("127.")
 
 
-def _require_admin(call: Call) -> None:
-    request = call.request
+def require_admin(request: Request, state: AppState) -> None:
+    """Loopback (unless ``admin_remote``) and the admin token, or ApiError."""
     host = request.client.host if request.client else None
-    if not call.state.admin_remote and not is_loopback(host):
+    if not state.admin_remote and not is_loopback(host):
         raise ApiError(Code.BAD_KEY, "the admin API is reachable from loopback only", status=403)
-    token = call.state.admin_token
+    token = state.admin_token
     header = request.headers.get("authorization", "")
     given = header[7:] if header.lower().startswith("bearer ") else ""
     if not token or not given or not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(Code.BAD_KEY, "missing or invalid admin token", status=401)
+
+
+def _require_admin(call: Call) -> None:
+    require_admin(call.request, call.state)
 
 
 def admin(
@@ -319,7 +323,9 @@ async def markets(call: Call) -> Any:
 async def audit(call: Call) -> Any:
     memory = ops.audit_memory(call.exchange)  # on the loop: no command runs meanwhile
     store_problems = await call.state.read(ops.audit_store, call.exchange)
-    return ops.audit_report(memory, store_problems)
+    report = ops.audit_report(memory, store_problems)
+    call.exchange.stats.audit = (call.now, bool(report["ok"]), len(report["problems"]))
+    return report
 
 
 async def status(call: Call) -> Any:

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tradehall.api import admin, asset, futures, health, margin, openapi, spot
+from tradehall.api import admin, asset, futures, health, margin, openapi, scrape, spot
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.http import (
     JSON_CONTENT_TYPE,
@@ -26,11 +26,19 @@ from tradehall.api.http import (
     answer_of,
     failed_answer,
 )
+from tradehall.api.monitor import UNMATCHED
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
 from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
+from tradehall.metrics.collectors import (
+    ExchangeCollector,
+    FanoutCollector,
+    FrontCollector,
+    SimulationCollector,
+)
+from tradehall.metrics.exposition import registry_of
 from tradehall.scheduler import Scheduler
 from tradehall.sim.runner import Simulation
 from tradehall.sim.settings import SimulationSettings
@@ -38,6 +46,8 @@ from tradehall.store.writer import GroupCommitter
 from tradehall.stream.hub import Hub
 from tradehall.stream.routes import routes as stream_routes
 from tradehall.web import pages
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
 
 def wall_clock_ms() -> int:
@@ -48,6 +58,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     state: AppState = request.app.state.tradehall
     state.monitor.requests_total += 1
+    if state.monitor.detailed:
+        method = request.method if request.method in _METHODS else "OTHER"
+        state.monitor.count(UNMATCHED, method, exc.status_code)
     if exc.status_code == 405:
         msg = f"{request.method} is not supported here"
         return failed_answer(state.monitor, request.scope, Code.UNSUPPORTED, msg, 405)
@@ -220,6 +233,12 @@ def create_app(
         exchange, committer, clock, simulation or exchange.config.simulation
     )
     hub = state.hub = Hub(exchange, committer, clock, exchange.config.websocket)
+    state.metrics = registry_of(
+        FrontCollector(state.monitor),
+        ExchangeCollector(exchange, committer),
+        *([FanoutCollector(hub)] if client_api else []),
+        SimulationCollector(lambda: state.simulation, lambda: state.faults),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -252,6 +271,7 @@ def create_app(
     # The web pages and their files come last: their routes are not API operations (the
     # OpenAPI document leaves them out) and a path parameter ends the fast-path table. The
     # engine process (no client API) serves the operator's page only.
+    app.router.routes.extend(scrape.routes())
     app.router.routes.extend(pages.routes(trader=client_api))
     app.state.scheduler = scheduler
     return app

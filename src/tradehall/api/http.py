@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
@@ -34,6 +35,8 @@ from tradehall.store.base import StoreError
 from tradehall.store.writer import GroupCommitter
 
 if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
     from tradehall.cluster.gateway_registry import GatewayRegistry
     from tradehall.sim.faults import FaultInjector
     from tradehall.sim.runner import Simulation
@@ -79,6 +82,8 @@ class AppState:
     process)."""
     gateways: GatewayRegistry | None = None
     """In the engine process: the gateways' reports, added to the operator's view."""
+    metrics: CollectorRegistry | None = None
+    """What ``GET /metrics`` shows (``tradehall.metrics``)."""
     draining: bool = False
     """The server was asked to stop: ``/readyz`` answers 503 from then on."""
     readiness_checks: list[Callable[[], str | None]] = field(default_factory=list)
@@ -405,10 +410,13 @@ def endpoint(
     spec = EndpointSpec(handler, name, signed, trade, limited, when_failed)
 
     async def answer(state: Front, scope: Scope, receive: Receive) -> bytes | Response:
+        started = perf_counter()
         client = scope.get("client")
         ip = client[0] if client else "unknown"
         limiter = state.limiter if limited else None
-        state.monitor.requests_total += 1
+        monitor = state.monitor
+        monitor.requests_total += 1
+        out: bytes | Response
         try:
             if limiter is not None:
                 await limiter.admit_ip(ip)
@@ -443,34 +451,46 @@ def endpoint(
                 api_key = headers.get(b"x-ch-apikey")
                 ts = headers.get(b"x-ch-ts")
                 signature = headers.get(b"x-ch-sign")
-                key = authenticate(
-                    api_key=api_key.decode("latin-1") if api_key is not None else None,
-                    ts_text=ts.decode("latin-1") if ts is not None else None,
-                    signature=signature.decode("latin-1") if signature is not None else None,
-                    method=method,
-                    path=scope["path"],
-                    raw_query=raw_query,
-                    body=body,
-                    now_ms=now,
-                    recv_window=window,
-                    find_key=state.find_key,
-                    client_ip=client[0] if client else None,
-                    trade=trade,
-                    max_ahead_ms=state.max_ahead_ms,
-                )
+                try:
+                    key = authenticate(
+                        api_key=api_key.decode("latin-1") if api_key is not None else None,
+                        ts_text=ts.decode("latin-1") if ts is not None else None,
+                        signature=signature.decode("latin-1") if signature is not None else None,
+                        method=method,
+                        path=scope["path"],
+                        raw_query=raw_query,
+                        body=body,
+                        now_ms=now,
+                        recv_window=window,
+                        find_key=state.find_key,
+                        client_ip=client[0] if client else None,
+                        trade=trade,
+                        max_ahead_ms=state.max_ahead_ms,
+                    )
+                except ApiError as refused:
+                    monitor.auth_refused(refused.code)
+                    raise
                 assert ts is not None and signature is not None  # authenticate checked them
                 if limiter is not None:
                     await limiter.admit_key(name, key.row.api_key, ip)
-                await check_replay(
-                    state.replay,
-                    signature.decode("latin-1"),
-                    int(ts.decode("latin-1")),
-                    window,
-                    now,
-                )
-            return await state.perform(spec, params, now, key, scope, receive)
+                try:
+                    await check_replay(
+                        state.replay,
+                        signature.decode("latin-1"),
+                        int(ts.decode("latin-1")),
+                        window,
+                        now,
+                    )
+                except ApiError:
+                    monitor.refused("replay", "")
+                    raise
+            out = await state.perform(spec, params, now, key, scope, receive)
         except Exception as exc:
-            return failure_response(state, exc, scope)
+            out = failure_response(state, exc, scope)
+        if monitor.detailed:
+            status = 200 if type(out) is bytes else out.status_code  # type: ignore[union-attr]
+            monitor.observe(scope["path"], scope["method"], status, perf_counter() - started)
+        return out
 
     async def run(request: Request) -> Response:
         out = await answer(request.app.state.tradehall, request.scope, request.receive)

@@ -36,6 +36,7 @@ from tradehall.api.http import AppState, Call, EndpointSpec, encoded, failure_re
 from tradehall.api.params import Params
 from tradehall.cluster.gateway_registry import GatewayRegistry
 from tradehall.cluster.link import Service, connect
+from tradehall.cluster.metrics import EngineServiceCollector
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
     Answered,
@@ -287,13 +288,15 @@ class EngineService(Service):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.executed = 0
         self.duplicates = 0
+        self.reconnects = 0
+        self._collector = EngineServiceCollector(self)
 
     # ------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         tune_gc()
         self._loop = asyncio.get_running_loop()
-        self.nc = await connect(self.url, "tradehall-engine")
+        self.nc = await connect(self.url, "tradehall-engine", reconnected=self._reconnected)
         # Unbounded pending: a burst must queue here rather than be dropped by the client.
         self._commands = await self.nc.subscribe(
             f"{self.subject}.cmd",
@@ -305,6 +308,8 @@ class EngineService(Service):
         await self.nc.subscribe(f"{self.subject}.gateways.report", cb=self._on_report)
         await self.nc.subscribe(f"{self.subject}.health", cb=self._on_health)
         self.state.readiness_checks.append(self._linked)
+        if self.state.metrics is not None:
+            self.state.metrics.register(self._collector)
         self.state.gateways = self.gateways
         self.state.committer.listeners.append(self._on_commit)
         self._watcher = asyncio.get_running_loop().create_task(self._watch_failure())
@@ -328,6 +333,9 @@ class EngineService(Service):
             await asyncio.wait([*self._tasks, *self._open], timeout=10)
         if self._linked in self.state.readiness_checks:
             self.state.readiness_checks.remove(self._linked)
+        if self.state.metrics is not None:
+            with contextlib.suppress(KeyError):
+                self.state.metrics.unregister(self._collector)
         if self._on_commit in self.state.committer.listeners:
             self.state.committer.listeners.remove(self._on_commit)
         self._announce_reset()
@@ -619,6 +627,9 @@ class EngineService(Service):
             log.warning("could not answer a command: %s", exc)
 
     # ------------------------------------------------------------- health
+
+    async def _reconnected(self) -> None:
+        self.reconnects += 1
 
     def _linked(self) -> str | None:
         nc = self.nc

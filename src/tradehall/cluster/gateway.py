@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from time import perf_counter
 
 import msgspec
 import nats.errors
@@ -54,6 +55,8 @@ from tradehall.cluster.read_cache import ReadCache, dependency
 from tradehall.codes import Code
 from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
+from tradehall.metrics.histogram import Histogram
+from tradehall.sim.faults import FaultInjector
 from tradehall.sim.settings import FaultSettings
 
 log = logging.getLogger("tradehall.gateway")
@@ -91,6 +94,8 @@ class Gateway(Service):
         read_cache_ms: int = DEFAULT_READ_CACHE_MS,
         faults: FaultSettings | None = None,
         report_every: float = REPORT_EVERY,
+        metrics_host: str = "127.0.0.1",
+        metrics_port: int | None = None,
     ) -> None:
         self.url = url
         self.subject = subject
@@ -134,6 +139,16 @@ class Gateway(Service):
         self._reporting: asyncio.Task[None] | None = None
         self.draining = False
         """The worker was asked to stop: ``/readyz`` answers 503 from then on."""
+        self.metrics_host = metrics_host
+        self.metrics_port = metrics_port
+        """Where this worker serves ``/metrics`` (None: nowhere)."""
+        self.round_trips = Histogram()
+        """Seconds from sending a message of commands to the engine to its reply."""
+        self.reconnects = 0
+        """NATS connections lost and made again."""
+        self._sampling: asyncio.Task[None] | None = None
+        self.injector: FaultInjector | None = None
+        """The fault injector around this worker's app, when faults are enabled."""
 
     # ------------------------------------------------------------- lifecycle
 
@@ -145,12 +160,14 @@ class Gateway(Service):
             await self.nc.subscribe(f"{self.subject}.md.changed", cb=self._on_market_note)
         await self.load_keys()
         self._reporting = asyncio.get_running_loop().create_task(self._report_forever())
+        self._sampling = asyncio.get_running_loop().create_task(self.monitor.run())
 
     async def stop(self) -> None:
-        if self._reporting is not None:
-            self._reporting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reporting
+        for task in (self._reporting, self._sampling):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         nc, self.nc = self.nc, None
         if nc is not None:
             with contextlib.suppress(Exception):
@@ -218,6 +235,7 @@ class Gateway(Service):
         self._resync()
 
     async def _reconnected(self) -> None:
+        self.reconnects += 1
         self._resync()
 
     async def _on_market_note(self, msg: Msg) -> None:
@@ -388,6 +406,7 @@ class Gateway(Service):
         subject = f"{self.subject}.cmd"
         for attempt in (first_attempt, 2):
             data = encode(PackedCommands(commands, first_sent, attempt))
+            sent = perf_counter()
             try:
                 msg = await nc.request(subject, data, timeout=self.timeout)
             except nats.errors.NoRespondersError:
@@ -397,6 +416,7 @@ class Gateway(Service):
                 continue
             except nats.errors.Error as exc:
                 raise engine_unreachable(type(exc).__name__) from None
+            self.round_trips.observe(perf_counter() - sent)
             replies = decode_replies(msg.data)
             answers = replies.answers
             if self.reads is not None:

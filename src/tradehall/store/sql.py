@@ -17,6 +17,7 @@ import itertools
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from time import perf_counter
 from typing import Any, ClassVar, Generic, Protocol, TextIO, TypeVar
 
 import msgspec
@@ -277,6 +278,8 @@ class SQLStore(Generic[C]):
         self._connections: list[C] = []
         self._lock = threading.Lock()
         self._next_ledger_id: int | None = None
+        self.last_sync_seconds: float | None = None
+        """How long the last commit's COMMIT took (``/metrics``: the fsync's share)."""
 
     # ------------------------------------------------------------- dialect
 
@@ -404,6 +407,10 @@ class SQLStore(Generic[C]):
             with self._batch_transaction(conn):
                 for text, rows in batch_rows(batch, first_ledger_id):
                     self._executemany(conn, self._sql(text), rows)
+                written = perf_counter()
+            # Leaving the transaction commits it: the write-out and the fsync (PostgreSQL's
+            # pipeline also sends the statements then).
+            self.last_sync_seconds = perf_counter() - written
             self._next_ledger_id = first_ledger_id + len(batch.ledger)
 
     checkpoints: ClassVar[bool] = False

@@ -15,12 +15,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from tradehall import __version__, sandbox, server
+from tradehall import __version__, adminlog, sandbox, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
 from tradehall.cluster import (
@@ -196,7 +197,7 @@ def _running_admin(datadir: DataDir) -> AdminClient | None:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     url = f"http://{'[' + host + ']' if ':' in host else host}:{info.get('port')}"
-    client = AdminClient(url, token, timeout=30.0)
+    client = AdminClient(url, token, timeout=30.0, agent=adminlog.cli_agent())
     try:
         client.status()
     except Exception:
@@ -268,7 +269,11 @@ def _operate(
     human: Callable[[Any], str] | None = None,
     *,
     database: str | None = None,
+    log: tuple[str, dict[str, Any]] | None = None,
 ) -> None:
+    """Run ``online`` through the running server's admin API, else ``offline`` on the store.
+    ``log`` (action, parameters) marks an admin action: the server records it in the admin
+    audit trail; offline, it is recorded here, as ``local``, in the action's own commit."""
     try:
         cfg, datadir = _load(config, data_dir, database)
         admin = _running_admin(datadir)
@@ -284,7 +289,7 @@ def _operate(
         else:
             try:
                 with _offline(cfg, datadir) as exchange:
-                    result = offline(exchange, now_ms())
+                    result = _logged(offline, log)(exchange, now_ms())
             except Reject as exc:
                 raise CliError(exc.msg, int(exc.code)) from None
             except StoreError as exc:
@@ -292,6 +297,27 @@ def _operate(
         _emit(result, as_json, human)
     except CliError as exc:
         _fail(exc, as_json)
+
+
+def _logged(
+    offline: Callable[[Exchange, int], Any], log: tuple[str, dict[str, Any]] | None
+) -> Callable[[Exchange, int], Any]:
+    if log is None:
+        return offline
+    action, params = log
+
+    def run(exchange: Exchange, ts: int) -> Any:
+        agent = adminlog.cli_agent()
+        try:
+            result = offline(exchange, ts)
+        except Reject as refused:  # nothing changed: the entry is all this commit holds
+            exchange.log_admin(adminlog.entry(ts, adminlog.LOCAL, agent, action, params, refused))
+            exchange.commit_now()
+            raise
+        exchange.log_admin(adminlog.entry(ts, adminlog.LOCAL, agent, action, params, result))
+        return result
+
+    return run
 
 
 # ------------------------------------------------------------------------- serve
@@ -582,6 +608,7 @@ def user_create(
         lambda admin: admin.create_user(name),
         lambda ex, ts: ops.create_user(ex, name, ts),
         database=database,
+        log=("user.create", {"name": name}),
     )
 
 
@@ -624,6 +651,7 @@ def key_create(
         lambda admin: admin.create_key(user, read_only=read_only, ips=ips),
         lambda ex, ts: ops.create_key(ex, user, read_only, ips, ts),
         database=database,
+        log=("key.create", {"userId": user, "readOnly": read_only, "ips": ips}),
     )
 
 
@@ -643,6 +671,7 @@ def key_revoke(
         lambda admin: admin.revoke_key(api_key),
         lambda ex, ts: ops.revoke_key(ex, api_key, ts),
         database=database,
+        log=("key.revoke", {"apiKey": api_key}),
     )
 
 
@@ -674,6 +703,7 @@ def _transfer_command(kind: str) -> Callable[..., None]:
             online,
             lambda ex, ts: ops.transfer(ex, kind, user, asset, amount, tx_id, ts),
             database=database,
+            log=(kind, {"userId": user, "asset": asset, "amount": amount, "txId": tx_id}),
         )
 
     command.__doc__ = (
@@ -708,6 +738,10 @@ def _fund_command(system: str, kind: str) -> Callable[..., None]:
             lambda admin: admin.fund(system, asset, amount, tx_id, withdraw=kind == "withdraw"),
             lambda ex, ts: ops.fund(ex, kind, system, asset, amount, tx_id, ts),
             database=database,
+            log=(
+                f"system.{kind}",
+                {"account": system, "asset": asset, "amount": amount, "txId": tx_id},
+            ),
         )
 
     what = "the margin lending pool" if system == "pool" else "the insurance fund"
@@ -783,6 +817,10 @@ def transfer(
             lambda admin: admin.futures_transfer(user, asset, amount, source, target),
             lambda ex, ts: ops.futures_transfer(ex, user, asset, amount, source, target, ts),
             database=database,
+            log=(
+                "futures.transfer",
+                {"userId": user, "asset": asset, "amount": amount, "from": source, "to": target},
+            ),
         )
         return
     if symbol is None:
@@ -797,6 +835,17 @@ def transfer(
         lambda admin: admin.margin_transfer(user, pair, asset, amount, source, target),
         lambda ex, ts: ops.margin_transfer(ex, user, pair, asset, amount, source, target, ts),
         database=database,
+        log=(
+            "margin.transfer",
+            {
+                "userId": user,
+                "symbol": pair,
+                "asset": asset,
+                "amount": amount,
+                "from": source,
+                "to": target,
+            },
+        ),
     )
 
 
@@ -820,6 +869,7 @@ def index_price(
         lambda admin: admin.set_index_price(contract, price),
         lambda ex, ts: ops.set_index_price(ex, contract, price, ts),
         database=database,
+        log=("index-price", {"contract": contract, "price": price}),
     )
 
 
@@ -842,6 +892,7 @@ def funding_now(
         lambda admin: admin.funding_now(contract),
         lambda ex, ts: sandbox.funding_now(ex, contract, ts),
         database=database,
+        log=("funding.now", {"contract": contract}),
     )
 
 
@@ -863,6 +914,7 @@ def account_reset(
         lambda admin: admin.reset_account(user),
         lambda ex, ts: sandbox.reset_account(ex, user, ts),
         database=database,
+        log=("account.reset", {"userId": user}),
     )
 
 
@@ -1088,6 +1140,54 @@ def gateways(
         lambda a: a.gateways(),
         lambda ex, ts: {"gateways": []},
         _gateways_table,
+        database=database,
+    )
+
+
+def _admin_log_table(result: Any) -> str:
+    items = [
+        {
+            **entry,
+            "when": datetime.fromtimestamp(entry["time"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            "outcome": entry["result"] if not entry["code"] else f"refused {entry['code']}",
+        }
+        for entry in result["entries"]
+    ]
+    columns = [
+        ("ID", "id", 6),
+        ("TIME (UTC)", "when", 20),
+        ("ACTOR", "actor", 19),
+        ("AGENT", "agent", 24),
+        ("ACTION", "action", 17),
+        ("RESULT", "outcome", 13),
+        ("DETAIL", "detail", 0),
+    ]
+    return _table(columns, items)
+
+
+@app.command("admin-log")
+def admin_log(
+    limit: Annotated[
+        int, typer.Option(min=1, max=ops.MAX_ADMIN_LOG, help="Entries to show, newest first.")
+    ] = 20,
+    before: Annotated[
+        int | None, typer.Option(min=1, help="Only entries with a smaller id (paging).")
+    ] = None,
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The admin audit trail: every admin action (CLI, admin API, operator page), who did
+    it (the admin token's fingerprint, or `local`), through what, when, with what and the
+    result. Append-only; `tradehall audit` checks that no entry is missing."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda a: a.admin_log(limit, before),
+        lambda ex, ts: ops.admin_log(ex, limit, before),
+        _admin_log_table,
         database=database,
     )
 

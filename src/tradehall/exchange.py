@@ -29,7 +29,7 @@ from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
 from tradehall.store.base import Store, StoreError, collector_paused
-from tradehall.store.batch import ACCRUED_HOUR, Batch, KeyRow, UserRow
+from tradehall.store.batch import ACCRUED_HOUR, AdminLogRow, Batch, KeyRow, UserRow
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 FORCED = frozenset({BY_LIQUIDATION, BY_ADL})
@@ -267,6 +267,11 @@ class Exchange:
         self.keys[api_key] = ApiKey(row, key.networks)
         self.pending.keys[api_key] = self._sealed(row)
         return row
+
+    def log_admin(self, row: AdminLogRow) -> None:
+        """Stage an admin action's entry in the audit trail (committed with the next batch)."""
+        self.check_writable()
+        self.pending.admin_log.append(row)
 
     def _sealed(self, row: KeyRow) -> KeyRow:
         """The row as the store keeps it: the secret sealed, never in clear."""

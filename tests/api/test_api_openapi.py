@@ -576,6 +576,8 @@ def admin_calls(env: Env, checker: Checker) -> None:
     assert activity["recentErrors"][0]["path"] == ADMIN + "/status"
     assert activity["recentErrors"][0]["status"] == 401
     assert ok(admin.request("GET", ADMIN + "/gateways")) == {"gateways": []}  # serve has none
+    trail = ok(admin.request("GET", ADMIN + "/admin-log", params={"limit": 3}))["entries"]
+    assert [e["action"] for e in trail][:1] == ["deposit"]  # the refused one, newest first
 
 
 def margin_calls(env: Env, checker: Checker, spot: str = SPOT) -> None:

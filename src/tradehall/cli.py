@@ -21,7 +21,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from tradehall import __version__, adminlog, sandbox, server
+from tradehall import __version__, adminlog, logs, sandbox, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
 from tradehall.cluster import (
@@ -92,6 +92,26 @@ DatabaseOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def _log_format(value: str) -> str:
+    if value not in ("text", "json"):
+        raise typer.BadParameter("text or json")
+    return value
+
+
+LogFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        help="Logs on stderr: text, or json (one object per line; docs/operations.md).",
+        callback=lambda value: _log_format(value),
+    ),
+]
+AccessLogOpt = Annotated[
+    bool,
+    typer.Option("--access-log", help="Log every answered request (logger tradehall.access)."),
+]
 UserOpt = Annotated[int, typer.Option("--user", help="User id.")]
 
 
@@ -361,9 +381,14 @@ def serve(
         ),
     ] = False,
     database: DatabaseOpt = None,
+    log_format: LogFormatOpt = "text",
+    access_log: AccessLogOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the exchange (SQLite in the data folder, or PostgreSQL with --database)."""
+    """Run the exchange (SQLite in the data folder, or PostgreSQL with --database). Health
+    at /healthz and /readyz; Prometheus metrics at /metrics with the admin token
+    (docs/operations.md)."""
+    logs.configure(log_format, access_log)
 
     def run(cfg: Config, datadir: DataDir) -> None:
         if speed is not None:
@@ -429,11 +454,16 @@ def engine(
         bool, typer.Option("--sim", help="Run the market simulation in the engine process.")
     ] = False,
     database: DatabaseOpt = None,
+    log_format: LogFormatOpt = "text",
+    access_log: AccessLogOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the engine process of the scale-out topology: clients reach it through
-    `tradehall gateway` processes over NATS (docs/deployment.md)."""
+    `tradehall gateway` processes over NATS (docs/deployment.md). Its admin listener serves
+    /healthz, /readyz and /metrics too."""
     from tradehall.cluster.run import run_engine
+
+    logs.configure(log_format, access_log)
 
     _run_server(
         config,
@@ -498,6 +528,8 @@ def gateway(
     metrics_host: Annotated[
         str, typer.Option(help="Address the metrics listeners bind.")
     ] = "127.0.0.1",
+    log_format: LogFormatOpt = "text",
+    access_log: AccessLogOpt = False,
     metrics_port: Annotated[
         int | None,
         typer.Option(
@@ -515,6 +547,8 @@ def gateway(
     `[websocket]` settings and any `[simulation.faults]` come from --config."""
     from tradehall.cluster.gateway import Gateway
     from tradehall.cluster.run import run_gateway
+
+    logs.configure(log_format, access_log)
 
     try:
         cfg, _ = _load(config, None, None)

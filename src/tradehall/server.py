@@ -130,6 +130,8 @@ def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
         http="httptools",
         lifespan="on",
         log_level="warning",
+        # uvicorn's records go to the root logger, in the format ``tradehall.logs`` set up.
+        log_config=None,
         access_log=False,
         timeout_graceful_shutdown=10,
         proxy_headers=False,

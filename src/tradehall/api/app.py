@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -14,8 +15,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tradehall import logs
 from tradehall.api import admin, asset, futures, health, margin, openapi, scrape, spot
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.http import (
@@ -47,6 +49,32 @@ from tradehall.stream.hub import Hub
 from tradehall.stream.routes import routes as stream_routes
 from tradehall.web import pages
 
+REQUEST_ID = b"x-request-id"
+
+
+def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:
+    """``send``, adding ``header`` to the answer's headers."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), header]
+        await send(message)
+
+    return sending
+
+
+def _request_id(scope: Scope) -> str:
+    """The request's id (``tradehall.logs``), kept in the scope for the handlers, the access
+    log and a gateway's forward to the engine."""
+    given = None
+    for name, value in scope["headers"]:
+        if name == REQUEST_ID:
+            given = value
+            break
+    rid = scope["request_id"] = logs.request_id(given)
+    return rid
+
+
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
 
@@ -58,6 +86,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     state: AppState = request.app.state.tradehall
     state.monitor.requests_total += 1
+    if logs.ACCESS.isEnabledFor(logging.INFO):
+        extra = {"request_id": request.scope.get("request_id"), "code": exc.status_code}
+        logs.ACCESS.info("%s %s %d", request.method, UNMATCHED, exc.status_code, extra=extra)
     if state.monitor.detailed:
         method = request.method if request.method in _METHODS else "OTHER"
         state.monitor.count(UNMATCHED, method, exc.status_code)
@@ -129,11 +160,13 @@ class App(Starlette):
                 scope["app"] = self
                 await socket(scope, receive, send)
                 return
-        elif scope["type"] == "http" and not scope.get("root_path"):
+        elif scope["type"] == "http":
+            rid = _request_id(scope)
+            id_header = (REQUEST_ID, rid.encode())
             fast = self._fast
             if fast is None:
                 fast = self._fast = self.fast_paths()
-            methods = fast.get(scope["path"])
+            methods = None if scope.get("root_path") else fast.get(scope["path"])
             if methods is not None:
                 answer = methods.get(scope["method"])
                 if answer is not None:
@@ -147,14 +180,17 @@ class App(Starlette):
                                 "headers": [
                                     (b"content-length", str(len(out)).encode()),
                                     JSON_CONTENT_TYPE,
+                                    id_header,
                                 ],
                             }
                         )
                         await send({"type": "http.response.body", "body": out})
                     else:
                         assert isinstance(out, Response)
-                        await out(scope, receive, send)
+                        await out(scope, receive, _with_header(send, id_header))
                     return
+            await super().__call__(scope, receive, _with_header(send, id_header))
+            return
         await super().__call__(scope, receive, send)
 
 

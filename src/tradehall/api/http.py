@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
+from logging import INFO
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import parse_qsl
@@ -31,6 +32,7 @@ from tradehall.api.replay import MemoryReplayGuard, ReplayGuard, check_replay
 from tradehall.api.requests import SignedQuery
 from tradehall.codes import Code, Reject
 from tradehall.exchange import ApiKey, Exchange
+from tradehall.logs import ACCESS
 from tradehall.store.base import StoreError
 from tradehall.store.writer import GroupCommitter
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from tradehall.stream.hub import Hub
 
 log = logging.getLogger("tradehall.api")
+_ACCESS = ACCESS
 
 MAX_BODY_BYTES = 64 * 1024
 _decoder = msgspec.json.Decoder(float_hook=Decimal)
@@ -373,7 +376,13 @@ def failure_response(state: Front, exc: Exception, scope: Scope) -> Response:
     if isinstance(exc, StoreError):
         msg = f"writes are stopped until the server restarts ({exc})"
         return failed_answer(state.monitor, scope, Code.INTERNAL, msg, 503)
-    log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+    log.exception(
+        "unexpected error in %s %s",
+        scope.get("method"),
+        scope.get("path"),
+        exc_info=exc,
+        extra={"request_id": scope.get("request_id"), "endpoint": scope.get("path")},
+    )
     return failed_answer(state.monitor, scope, Code.UNKNOWN, "unknown error", 500)
 
 
@@ -388,6 +397,25 @@ def failed_answer(
     """The error answer, counted and kept among the recent errors."""
     monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg)
     return error_response(code, msg, status, headers)
+
+
+def _access(scope: Scope, out: bytes | Response, key: ApiKey | None, seconds: float) -> None:
+    """The access log's record of one answer (``--access-log``)."""
+    status = 200 if type(out) is bytes else out.status_code  # type: ignore[union-attr]
+    _ACCESS.info(
+        "%s %s %d",
+        scope["method"],
+        scope["path"],
+        status,
+        extra={
+            "request_id": scope.get("request_id"),
+            "user_id": key.user_id if key is not None else None,
+            "endpoint": scope["path"],
+            "method": scope["method"],
+            "code": status,
+            "duration_ms": round(seconds * 1000, 3),
+        },
+    )
 
 
 def endpoint(
@@ -417,6 +445,7 @@ def endpoint(
         monitor = state.monitor
         monitor.requests_total += 1
         out: bytes | Response
+        key: ApiKey | None = None
         try:
             if limiter is not None:
                 await limiter.admit_ip(ip)
@@ -441,7 +470,6 @@ def endpoint(
                 raw_query = query.decode("latin-1") if query else ""
                 params = parse_query(raw_query)
             now = state.clock()
-            key = None
             if signed:
                 # Every signed request type declares recvWindow as SignedQuery does.
                 window: int = reading(params, SignedQuery).value("recvWindow")
@@ -490,6 +518,8 @@ def endpoint(
         if monitor.detailed:
             status = 200 if type(out) is bytes else out.status_code  # type: ignore[union-attr]
             monitor.observe(scope["path"], scope["method"], status, perf_counter() - started)
+        if _ACCESS.isEnabledFor(INFO):
+            _access(scope, out, key, perf_counter() - started)
         return out
 
     async def run(request: Request) -> Response:

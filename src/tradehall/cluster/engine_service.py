@@ -20,6 +20,7 @@ import logging
 import os
 import types
 from collections.abc import Callable, Coroutine, Generator, Iterable
+from time import perf_counter
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
@@ -30,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Scope
 
+from tradehall import logs
 from tradehall.api.app import client_routes, wall_clock_ms
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.http import AppState, Call, EndpointSpec, encoded, failure_response, spec_of
@@ -290,6 +292,7 @@ class EngineService(Service):
         self.duplicates = 0
         self.reconnects = 0
         self._collector = EngineServiceCollector(self)
+        self._access_log = logs.ACCESS.isEnabledFor(logging.INFO)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -437,7 +440,7 @@ class EngineService(Service):
                 slots.append(self._rendered(stop.value, scope))
                 continue
             except Exception as exc:
-                slots.append(answered(failure_response(self.state, exc, scope)))
+                slots.append(self._failure(exc, scope))
                 continue
             if isinstance(step, asyncio.Future):
                 # What a task does with a future it is handed: the next command may await
@@ -450,9 +453,36 @@ class EngineService(Service):
     def _rendered(self, result: Any, scope: Scope) -> Answered:
         """A handler's result as its answer (what ``endpoint`` makes of it in ``serve``)."""
         try:
-            return Answered(200, encoded(result))
+            out = Answered(200, encoded(result))
         except Exception as exc:
-            return answered(failure_response(self.state, exc, scope))
+            return self._failure(exc, scope)
+        if self._access_log:
+            self._access(scope, 200)
+        return out
+
+    def _failure(self, exc: Exception, scope: Scope) -> Answered:
+        out = answered(failure_response(self.state, exc, scope))
+        if self._access_log:
+            self._access(scope, out.status)
+        return out
+
+    def _access(self, scope: Scope, status: int) -> None:
+        """The access log's record of a forwarded request (``--access-log``)."""
+        started = scope.get("started")
+        logs.ACCESS.info(
+            "%s %s %d",
+            scope.get("method"),
+            scope.get("path"),
+            status,
+            extra={
+                "request_id": scope.get("request_id") or None,
+                "user_id": scope.get("user_id"),
+                "endpoint": scope.get("path"),
+                "method": scope.get("method"),
+                "code": status,
+                "duration_ms": round((perf_counter() - started) * 1000, 3) if started else None,
+            },
+        )
 
     def _settle(self, work: _Work) -> list[Answered]:
         """The message's answers are all known: resends waiting get them, and the message
@@ -541,7 +571,7 @@ class EngineService(Service):
                     slots[index] = self._rendered(stop.value, scope)
                     continue
                 except Exception as exc:
-                    slots[index] = answered(failure_response(self.state, exc, scope))
+                    slots[index] = self._failure(exc, scope)
                     continue
             task = (self._loop or asyncio.get_running_loop()).create_task(_go_on(handler, step))
             rest.append((index, task, scope))
@@ -553,7 +583,7 @@ class EngineService(Service):
             try:
                 result = task.result()
             except Exception as exc:
-                work.slots[index] = answered(failure_response(self.state, exc, scope))
+                work.slots[index] = self._failure(exc, scope)
             else:
                 work.slots[index] = self._rendered(result, scope)
 
@@ -581,11 +611,14 @@ class EngineService(Service):
             "client": (fwd.ip, 0),
             "headers": [],
             "query_string": b"",
+            "request_id": fwd.request_id,
         }
+        if self._access_log:
+            scope["started"] = perf_counter()
         spec = self.table.get((fwd.method, fwd.path))
         if spec is None:
             error = ApiError(Code.UNSUPPORTED, f"unknown path {fwd.path}", status=404)
-            return answered(failure_response(self.state, error, scope))
+            return self._failure(error, scope)
         key: ApiKey | None = None
         if spec.signed:
             # Checked again here, against the keys of record: a key revoked a moment ago on
@@ -593,16 +626,17 @@ class EngineService(Service):
             key = self.state.exchange.keys.get(fwd.api_key or "")
             if key is None or key.row.revoked is not None:
                 error = ApiError(Code.BAD_KEY, "invalid API key", 401)
-                return answered(failure_response(self.state, error, scope))
+                return self._failure(error, scope)
             if spec.trade and key.row.read_only:
                 error = ApiError(Code.BAD_KEY, "this API key has no trade permission", 403)
-                return answered(failure_response(self.state, error, scope))
+                return self._failure(error, scope)
+            scope["user_id"] = key.row.user_id
         state = self.state
         if not spec.when_failed:
             try:
                 state.check_writable()
             except Exception as exc:
-                return answered(failure_response(state, exc, scope))
+                return self._failure(exc, scope)
         call = Call(state, Params(fwd.params), state.clock(), key, scope, _no_body)
         return cast(_Handler, spec.handler(call)), scope  # every handler is a coroutine function
 

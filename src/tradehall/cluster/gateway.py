@@ -315,6 +315,7 @@ class Gateway(Service):
             wire_params(params.data),
             key.row.api_key if key is not None else None,
             client[0] if client else "unknown",
+            scope.get("request_id", ""),
         )
         reads = self.reads
         if spec.signed or scope["method"] != "GET":

@@ -62,6 +62,8 @@ class Forwarded(msgspec.Struct, array_like=True, frozen=True):
     params: dict[str, Any]
     api_key: str | None
     ip: str
+    request_id: str = ""
+    """The request's ``X-Request-Id`` (the engine's log records about it carry it too)."""
 
 
 class Commands(msgspec.Struct, array_like=True, frozen=True):

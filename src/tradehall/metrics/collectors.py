@@ -21,6 +21,7 @@ from tradehall.engine.margin import POOL_ACCOUNT
 from tradehall.engine.orders import BUY
 from tradehall.exchange import Exchange
 from tradehall.metrics.histogram import histogram_family
+from tradehall.sim.faults import KINDS as FAULT_KINDS
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.fanout import Fanout
 
@@ -321,7 +322,7 @@ class SimulationCollector(Collector):
             "Faults the fault injector injected, by kind.",
             labels=["kind"],
         )
-        if faults is not None:
-            for kind, n in faults.status()["injected"].items():
-                family.add_metric([kind], n)
+        injected = faults.status()["injected"] if faults is not None else {}
+        for kind in FAULT_KINDS:
+            family.add_metric([kind], injected.get(kind, 0))
         yield family

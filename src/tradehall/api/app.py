@@ -194,6 +194,13 @@ class App(Starlette):
         await super().__call__(scope, receive, send)
 
 
+def _operator_allowed(request: Request) -> bool:
+    """The operator's page opens for the admin API's callers: loopback, unless
+    ``admin_remote`` (the token is asked for by the page itself)."""
+    state: AppState = request.app.state.tradehall
+    return state.admin_remote or admin.is_loopback(request.client.host if request.client else None)
+
+
 def _readiness(request: Request) -> health.Readiness:
     front: Front = request.app.state.tradehall
     return front.not_ready
@@ -308,6 +315,6 @@ def create_app(
     # OpenAPI document leaves them out) and a path parameter ends the fast-path table. The
     # engine process (no client API) serves the operator's page only.
     app.router.routes.extend(scrape.routes())
-    app.router.routes.extend(pages.routes(trader=client_api))
+    app.router.routes.extend(pages.routes(trader=client_api, operator_allowed=_operator_allowed))
     app.state.scheduler = scheduler
     return app

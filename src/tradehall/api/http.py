@@ -39,7 +39,6 @@ from tradehall.store.writer import GroupCommitter
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-    from tradehall.cluster.gateway_registry import GatewayRegistry
     from tradehall.sim.faults import FaultInjector
     from tradehall.sim.runner import Simulation
     from tradehall.stream.hub import Hub
@@ -50,6 +49,20 @@ _ACCESS = ACCESS
 MAX_BODY_BYTES = 64 * 1024
 _decoder = msgspec.json.Decoder(float_hook=Decimal)
 T = TypeVar("T")
+
+
+class GatewayView(Protocol):
+    """What the operator's view shows of the gateway workers in front of this process
+    (``tradehall.cluster.gateway_registry`` is one): the API layer knows nothing more of the
+    topology that runs it."""
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Each worker heard of lately."""
+        ...
+
+    def merged(self, activity: dict[str, Any]) -> dict[str, Any]:
+        """``activity`` (``Monitor.snapshot``) with every worker's added in."""
+        ...
 
 
 @dataclass
@@ -83,8 +96,9 @@ class AppState:
     hub: Hub | None = None
     """The WebSocket streams' source (served here, or relayed to gateways by the engine
     process)."""
-    gateways: GatewayRegistry | None = None
-    """In the engine process: the gateways' reports, added to the operator's view."""
+    gateways: GatewayView | None = None
+    """In the engine process: the gateways' reports, added to the operator's view (the
+    process that runs the app behind gateways provides it)."""
     metrics: CollectorRegistry | None = None
     """What ``GET /metrics`` shows (``tradehall.metrics``)."""
     draining: bool = False

@@ -39,7 +39,7 @@ def create_gateway_app(gateway: Gateway) -> App:
 
     app = assemble(client_routes(), gateway, lifespan)
     app.router.routes.extend(stream_routes(streams, gateway.replay, gateway.max_ahead_ms))
-    app.router.routes.extend(pages.routes(operator=False))
+    app.router.routes.extend(pages.routes())
     app.state.streams = streams
     app.state.metrics = registry
     return app

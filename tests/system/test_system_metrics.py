@@ -23,7 +23,7 @@ def free_ports(count: int) -> int:
     for _ in range(50):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
+            first: int = probe.getsockname()[1]
         if first + count > 65535:
             continue
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -50,6 +51,17 @@ def scrape(url: str, token: str | None = None) -> dict[str, float]:
     }
 
 
+def ready(url: str, timeout: float = 20.0) -> dict[str, float]:
+    """``scrape(url)`` once the worker serving it has started."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return scrape(url)
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing serves {url}"
+            time.sleep(0.05)
+
+
 @pytest.fixture
 def stopped() -> Iterator[list[ServerProcess]]:
     processes: list[ServerProcess] = []
@@ -80,7 +92,7 @@ def test_gateway_workers_and_the_engine_serve_their_metrics(
         sorted({"kind": "PlaceOrder", "outcome": "applied"}.items())
     )
     workers = [f"http://127.0.0.1:{port + i}/metrics" for i in range(2)]
-    before = [scrape(url) for url in workers]
+    before = [ready(url) for url in workers]  # the gateway answered: one worker at least
     engine_before = scrape(engine.url + "/metrics", token)
     client = Client(gateway.url, engine.demo["apiKey"], engine.demo["secret"], timeout=15)
     for i in range(4):

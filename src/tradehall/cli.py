@@ -16,12 +16,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from tradehall import __version__, sandbox, server
+from tradehall import __version__, adminlog, logs, sandbox, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
 from tradehall.cluster import (
@@ -93,6 +94,26 @@ DatabaseOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def _log_format(value: str) -> str:
+    if value not in ("text", "json"):
+        raise typer.BadParameter("text or json")
+    return value
+
+
+LogFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        help="Logs on stderr: text, or json (one object per line; docs/operations.md).",
+        callback=lambda value: _log_format(value),
+    ),
+]
+AccessLogOpt = Annotated[
+    bool,
+    typer.Option("--access-log", help="Log every answered request (logger tradehall.access)."),
+]
 UserOpt = Annotated[int, typer.Option("--user", help="User id.")]
 
 
@@ -198,7 +219,7 @@ def _running_admin(datadir: DataDir) -> AdminClient | None:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     url = f"http://{'[' + host + ']' if ':' in host else host}:{info.get('port')}"
-    client = AdminClient(url, token, timeout=30.0)
+    client = AdminClient(url, token, timeout=30.0, agent=adminlog.cli_agent())
     try:
         client.status()
     except Exception:
@@ -270,7 +291,11 @@ def _operate(
     human: Callable[[Any], str] | None = None,
     *,
     database: str | None = None,
+    log: tuple[str, dict[str, Any]] | None = None,
 ) -> None:
+    """Run ``online`` through the running server's admin API, else ``offline`` on the store.
+    ``log`` (action, parameters) marks an admin action: the server records it in the admin
+    audit trail; offline, it is recorded here, as ``local``, in the action's own commit."""
     try:
         cfg, datadir = _load(config, data_dir, database)
         admin = _running_admin(datadir)
@@ -286,7 +311,7 @@ def _operate(
         else:
             try:
                 with _offline(cfg, datadir) as exchange:
-                    result = offline(exchange, now_ms())
+                    result = _logged(offline, log)(exchange, now_ms())
             except Reject as exc:
                 raise CliError(exc.msg, int(exc.code)) from None
             except StoreError as exc:
@@ -294,6 +319,27 @@ def _operate(
         _emit(result, as_json, human)
     except CliError as exc:
         _fail(exc, as_json)
+
+
+def _logged(
+    offline: Callable[[Exchange, int], Any], log: tuple[str, dict[str, Any]] | None
+) -> Callable[[Exchange, int], Any]:
+    if log is None:
+        return offline
+    action, params = log
+
+    def run(exchange: Exchange, ts: int) -> Any:
+        agent = adminlog.cli_agent()
+        try:
+            result = offline(exchange, ts)
+        except Reject as refused:  # nothing changed: the entry is all this commit holds
+            exchange.log_admin(adminlog.entry(ts, adminlog.LOCAL, agent, action, params, refused))
+            exchange.commit_now()
+            raise
+        exchange.log_admin(adminlog.entry(ts, adminlog.LOCAL, agent, action, params, result))
+        return result
+
+    return run
 
 
 # ------------------------------------------------------------------------- serve
@@ -337,9 +383,14 @@ def serve(
         ),
     ] = False,
     database: DatabaseOpt = None,
+    log_format: LogFormatOpt = "text",
+    access_log: AccessLogOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the exchange (SQLite in the data folder, or PostgreSQL with --database)."""
+    """Run the exchange (SQLite in the data folder, or PostgreSQL with --database). Health
+    at /healthz and /readyz; Prometheus metrics at /metrics with the admin token
+    (docs/operations.md)."""
+    logs.configure(log_format, access_log)
 
     def run(cfg: Config, datadir: DataDir) -> None:
         if speed is not None:
@@ -405,11 +456,16 @@ def engine(
         bool, typer.Option("--sim", help="Run the market simulation in the engine process.")
     ] = False,
     database: DatabaseOpt = None,
+    log_format: LogFormatOpt = "text",
+    access_log: AccessLogOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the engine process of the scale-out topology: clients reach it through
-    `tradehall gateway` processes over NATS (docs/deployment.md)."""
+    `tradehall gateway` processes over NATS (docs/deployment.md). Its admin listener serves
+    /healthz, /readyz and /metrics too."""
     from tradehall.cluster.run import run_engine
+
+    logs.configure(log_format, access_log)
 
     _run_server(
         config,
@@ -471,6 +527,20 @@ def gateway(
     no_rate_limits: Annotated[
         bool, typer.Option("--no-rate-limits", help="Switch rate limits off.")
     ] = False,
+    metrics_host: Annotated[
+        str, typer.Option(help="Address the metrics listeners bind.")
+    ] = "127.0.0.1",
+    log_format: LogFormatOpt = "text",
+    access_log: AccessLogOpt = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Serve each worker's Prometheus metrics at /metrics on this port plus the"
+            " worker's index (0, 1, ...) [default: no metrics listener].",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Serve the REST API, the WebSocket streams and the trader's page in front of a
@@ -479,6 +549,8 @@ def gateway(
     `[websocket]` settings and any `[simulation.faults]` come from --config."""
     from tradehall.cluster.gateway import Gateway
     from tradehall.cluster.run import run_gateway
+
+    logs.configure(log_format, access_log)
 
     try:
         cfg, _ = _load(config, None, None)
@@ -497,8 +569,12 @@ def gateway(
                 read_cache_ms=read_cache_ms,
                 faults=cfg.simulation.faults,
                 allowed_hosts=cfg.server.allowed_hosts,
+                metrics_host=metrics_host,
+                metrics_port=metrics_port,
             )
 
+        if metrics_port is not None and metrics_port + workers - 1 > 65535:
+            raise CliError(f"--metrics-port {metrics_port} leaves no port for {workers} workers")
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):
             typer.echo(
                 f"warning: {workers} workers with limits.storage = {limits.storage!r}: each"
@@ -569,6 +645,7 @@ def user_create(
         lambda admin: admin.create_user(name),
         lambda ex, ts: ops.create_user(ex, name, ts),
         database=database,
+        log=("user.create", {"name": name}),
     )
 
 
@@ -611,6 +688,7 @@ def key_create(
         lambda admin: admin.create_key(user, read_only=read_only, ips=ips),
         lambda ex, ts: ops.create_key(ex, user, read_only, ips, ts),
         database=database,
+        log=("key.create", {"userId": user, "readOnly": read_only, "ips": ips}),
     )
 
 
@@ -630,6 +708,7 @@ def key_revoke(
         lambda admin: admin.revoke_key(api_key),
         lambda ex, ts: ops.revoke_key(ex, api_key, ts),
         database=database,
+        log=("key.revoke", {"apiKey": api_key}),
     )
 
 
@@ -661,6 +740,7 @@ def _transfer_command(kind: str) -> Callable[..., None]:
             online,
             lambda ex, ts: ops.transfer(ex, kind, user, asset, amount, tx_id, ts),
             database=database,
+            log=(kind, {"userId": user, "asset": asset, "amount": amount, "txId": tx_id}),
         )
 
     command.__doc__ = (
@@ -695,6 +775,10 @@ def _fund_command(system: str, kind: str) -> Callable[..., None]:
             lambda admin: admin.fund(system, asset, amount, tx_id, withdraw=kind == "withdraw"),
             lambda ex, ts: ops.fund(ex, kind, system, asset, amount, tx_id, ts),
             database=database,
+            log=(
+                f"system.{kind}",
+                {"account": system, "asset": asset, "amount": amount, "txId": tx_id},
+            ),
         )
 
     what = "the margin lending pool" if system == "pool" else "the insurance fund"
@@ -770,6 +854,10 @@ def transfer(
             lambda admin: admin.futures_transfer(user, asset, amount, source, target),
             lambda ex, ts: ops.futures_transfer(ex, user, asset, amount, source, target, ts),
             database=database,
+            log=(
+                "futures.transfer",
+                {"userId": user, "asset": asset, "amount": amount, "from": source, "to": target},
+            ),
         )
         return
     if symbol is None:
@@ -784,6 +872,17 @@ def transfer(
         lambda admin: admin.margin_transfer(user, pair, asset, amount, source, target),
         lambda ex, ts: ops.margin_transfer(ex, user, pair, asset, amount, source, target, ts),
         database=database,
+        log=(
+            "margin.transfer",
+            {
+                "userId": user,
+                "symbol": pair,
+                "asset": asset,
+                "amount": amount,
+                "from": source,
+                "to": target,
+            },
+        ),
     )
 
 
@@ -815,6 +914,7 @@ def index_price(
         lambda admin: admin.set_index_price(contract, price, feed),
         lambda ex, ts: ops.set_index_price(ex, contract, price, ts, feed or ""),
         database=database,
+        log=("index-price", {"contract": contract, "price": price, "feed": feed}),
     )
 
 
@@ -857,6 +957,7 @@ def funding_now(
         lambda admin: admin.funding_now(contract),
         lambda ex, ts: sandbox.funding_now(ex, contract, ts),
         database=database,
+        log=("funding.now", {"contract": contract}),
     )
 
 
@@ -878,6 +979,7 @@ def account_reset(
         lambda admin: admin.reset_account(user),
         lambda ex, ts: sandbox.reset_account(ex, user, ts),
         database=database,
+        log=("account.reset", {"userId": user}),
     )
 
 
@@ -1103,6 +1205,54 @@ def gateways(
         lambda a: a.gateways(),
         lambda ex, ts: {"gateways": []},
         _gateways_table,
+        database=database,
+    )
+
+
+def _admin_log_table(result: Any) -> str:
+    items = [
+        {
+            **entry,
+            "when": datetime.fromtimestamp(entry["time"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            "outcome": entry["result"] if not entry["code"] else f"refused {entry['code']}",
+        }
+        for entry in result["entries"]
+    ]
+    columns = [
+        ("ID", "id", 6),
+        ("TIME (UTC)", "when", 20),
+        ("ACTOR", "actor", 19),
+        ("AGENT", "agent", 24),
+        ("ACTION", "action", 17),
+        ("RESULT", "outcome", 13),
+        ("DETAIL", "detail", 0),
+    ]
+    return _table(columns, items)
+
+
+@app.command("admin-log")
+def admin_log(
+    limit: Annotated[
+        int, typer.Option(min=1, max=ops.MAX_ADMIN_LOG, help="Entries to show, newest first.")
+    ] = 20,
+    before: Annotated[
+        int | None, typer.Option(min=1, help="Only entries with a smaller id (paging).")
+    ] = None,
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The admin audit trail: every admin action (CLI, admin API, operator page), who did
+    it (the admin token's fingerprint, or `local`), through what, when, with what and the
+    result. Append-only; `tradehall audit` checks that no entry is missing."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda a: a.admin_log(limit, before),
+        lambda ex, ts: ops.admin_log(ex, limit, before),
+        _admin_log_table,
         database=database,
     )
 

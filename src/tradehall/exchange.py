@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tradehall.codes import Code, Reject
@@ -18,14 +18,21 @@ from tradehall.config import Config
 from tradehall.engine.commands import Command
 from tradehall.engine.engine import Engine
 from tradehall.engine.events import OrderChanged, TradeExecuted
-from tradehall.engine.futures_model import KIND_ORDER, FuturesChanged
+from tradehall.engine.futures_model import (
+    BY_ADL,
+    BY_LIQUIDATION,
+    KIND_ORDER,
+    FuturesChanged,
+    FuturesOrderState,
+)
 from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
 from tradehall.store.base import Store, StoreError, collector_paused
-from tradehall.store.batch import ACCRUED_HOUR, Batch, KeyRow, UserRow
+from tradehall.store.batch import ACCRUED_HOUR, AdminLogRow, Batch, KeyRow, UserRow
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+FORCED = frozenset({BY_LIQUIDATION, BY_ADL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,31 @@ def parse_networks(ips: tuple[str, ...] | list[str]) -> tuple[IpNetwork, ...]:
         return tuple(ipaddress.ip_network(ip.strip(), strict=False) for ip in ips)
     except ValueError as exc:
         raise Reject(Code.BAD_PARAM, f"invalid IP or CIDR: {exc}") from None
+
+
+@dataclass(slots=True)
+class ExchangeStats:
+    """What ``/metrics`` counts of the commands applied (the engine itself counts nothing)."""
+
+    enabled: bool = True
+    """Count (off: the benchmark's baseline, ``bench/metrics_cost.py``)."""
+    commands: dict[type, int] = field(default_factory=dict)
+    """Commands applied, by command type (refused and failed ones included)."""
+    rejected: dict[type, int] = field(default_factory=dict)
+    failed: dict[type, int] = field(default_factory=dict)
+    traded: dict[str, list[int]] = field(default_factory=dict)
+    """By spot pair or contract: [trades, quantity in lots or contracts]."""
+    forced: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Futures orders the engine placed and closed, by (contract, source): liquidations and
+    auto-deleveraging (ADL)."""
+    audit: tuple[int, bool, int] | None = None
+    """The last audit through the running server: (when, ok, problems)."""
+
+    def closed_order(self, event: FuturesChanged) -> None:
+        doc = event.doc
+        if type(doc) is FuturesOrderState and doc.source in FORCED:
+            key = (event.contract, doc.source)
+            self.forced[key] = self.forced.get(key, 0) + 1
 
 
 class Exchange:
@@ -78,6 +110,8 @@ class Exchange:
         """Per symbol (spot pair or futures contract), a counter that moves whenever that book
         may have changed (an order of the symbol changed, or a command failed unexpectedly):
         views rendered from a book (``GET /depth``) stay valid while it stands still."""
+        self.stats = ExchangeStats()
+        """Counts for ``/metrics``, kept where the events already pass."""
 
     # ----------------------------------------------------------------- recovery
 
@@ -130,11 +164,21 @@ class Exchange:
     def apply(self, cmd: Command) -> Any:
         """Apply an engine command and stage its rows. Raises Reject (nothing changed)."""
         self.check_writable()
+        stats = self.stats
+        counting = stats.enabled
+        kind = type(cmd)
+        if counting:
+            applied = stats.commands
+            applied[kind] = applied.get(kind, 0) + 1
         try:
             result = self.engine.apply(cmd)
         except Reject:
+            if counting:
+                stats.rejected[kind] = stats.rejected.get(kind, 0) + 1
             raise
         except BaseException as exc:
+            if counting:
+                stats.failed[kind] = stats.failed.get(kind, 0) + 1
             # Not a clean refusal: the engine may have changed part of its memory and staged
             # no rows for it, so memory and store may now disagree. Fail-stop, as for a failed
             # commit: every endpoint but the status answers 503 (nothing staged and not yet
@@ -160,8 +204,17 @@ class Exchange:
                     if event.kind == KIND_ORDER:
                         symbol = event.contract
                         versions[symbol] = versions.get(symbol, 0) + 1
+                        if not event.live and counting:
+                            stats.closed_order(event)
                 elif type(event) is TradeExecuted:
                     t = event.trade
+                    if counting:
+                        traded = stats.traded.get(t.symbol)
+                        if traded is None:
+                            stats.traded[t.symbol] = [1, t.qty]
+                        else:
+                            traded[0] += 1
+                            traded[1] += t.qty
                     self.marketdata.on_trade(
                         t.symbol, t.id, t.time, t.price, t.qty, t.taker_side, t.quote
                     )
@@ -214,6 +267,11 @@ class Exchange:
         self.keys[api_key] = ApiKey(row, key.networks)
         self.pending.keys[api_key] = self._sealed(row)
         return row
+
+    def log_admin(self, row: AdminLogRow) -> None:
+        """Stage an admin action's entry in the audit trail (committed with the next batch)."""
+        self.check_writable()
+        self.pending.admin_log.append(row)
 
     def _sealed(self, row: KeyRow) -> KeyRow:
         """The row as the store keeps it: the secret sealed, never in clear."""

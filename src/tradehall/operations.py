@@ -10,7 +10,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from tradehall import __version__
+from tradehall import __version__, adminlog
 from tradehall.api import wire
 from tradehall.codes import Code, Reject
 from tradehall.config import RetentionSettings
@@ -545,12 +545,35 @@ def audit_memory(ex: Exchange) -> dict[str, Any]:
 
 
 def audit_store(ex: Exchange) -> list[str]:
-    """Every stored balance equals the sum of its stored ledger entries (a store read)."""
+    """Every stored balance equals the sum of its stored ledger entries, and the admin audit
+    trail is whole (a store read)."""
     return [
         f"account {account} {asset}: stored balance ({free}, {locked}) != ledger sum"
         f" ({sum_free}, {sum_locked})"
         for account, asset, free, locked, sum_free, sum_locked in ex.store.ledger_mismatches()
-    ]
+    ] + admin_log_problems(ex)
+
+
+def admin_log_problems(ex: Exchange) -> list[str]:
+    """The trail's entries are numbered 1, 2, ... as written and never removed: ids that do
+    not run 1..n mean entries are missing."""
+    count, low, high = ex.store.admin_log_span()
+    if count and (low != 1 or high != count):
+        return [f"admin log: {count} entries with ids {low}..{high}: entries are missing"]
+    return []
+
+
+MAX_ADMIN_LOG = 1000
+
+
+def admin_log(ex: Exchange, limit: int, before: int | None) -> dict[str, Any]:
+    """The admin audit trail, newest first, ``limit`` entries (at most 1000) with an id
+    below ``before``."""
+    if not 1 <= limit <= MAX_ADMIN_LOG:
+        raise Reject(Code.BAD_PARAM, f"limit must be 1 to {MAX_ADMIN_LOG}")
+    if before is not None and before < 1:
+        raise Reject(Code.BAD_PARAM, "before must be a positive entry id")
+    return {"entries": [adminlog.view(row) for row in ex.store.admin_log(limit, before)]}
 
 
 def audit_report(memory: dict[str, Any], store_problems: list[str]) -> dict[str, Any]:

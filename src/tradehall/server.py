@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Generator
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -47,9 +48,21 @@ class GracefulServer(uvicorn.Server):
     startup is done (the engine process's NATS subscriptions exist), before requests are
     served."""
 
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_started: Callable[[], None] | None = None,
+        on_exit: Callable[[], None] | None = None,
+    ):
         super().__init__(config)
         self.on_started = on_started
+        self.on_exit = on_exit
+        """Called when a signal asks the server to stop (``/readyz`` then says draining)."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.on_exit is not None:
+            self.on_exit()
+        super().handle_exit(sig, frame)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -68,6 +81,22 @@ class GracefulServer(uvicorn.Server):
         finally:
             for sig, handler in original.items():
                 signal.signal(sig, handler)
+
+
+def drain_hook(app: ASGIApp) -> Callable[[], None]:
+    """What marks ``app``'s front as draining (through the wrappers around it: the fault
+    injector), for ``GracefulServer.on_exit``."""
+
+    def drain() -> None:
+        inner: Any = app
+        while inner is not None:
+            state = getattr(getattr(inner, "state", None), "tradehall", None)
+            if state is not None:
+                state.draining = True
+                return
+            inner = getattr(inner, "app", None)
+
+    return drain
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -102,6 +131,8 @@ def uvicorn_config(app: ASGIApp) -> uvicorn.Config:
         http="httptools",
         lifespan="on",
         log_level="warning",
+        # uvicorn's records go to the root logger, in the format ``tradehall.logs`` set up.
+        log_config=None,
         access_log=False,
         timeout_graceful_shutdown=10,
         proxy_headers=False,
@@ -196,7 +227,9 @@ def run(
                 datadir.write_server(host, bound_port, store_identity(cfg.server.database))
                 announce(url_for(host, bound_port), demo_info)
 
-            server = GracefulServer(uvicorn_config(app), on_started=started)
+            server = GracefulServer(
+                uvicorn_config(app), on_started=started, on_exit=drain_hook(app)
+            )
             # A signal from now on means a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, server.handle_exit)

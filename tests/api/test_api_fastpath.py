@@ -97,9 +97,12 @@ def both_ways(
     headers: list[tuple[bytes, bytes]] | None = None,
     body: bytes = b"",
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    # One request id for both (each answer carries its request's: tradehall.logs).
+    headers = [*(headers or []), (b"x-request-id", b"both-ways")]
     fast = asgi(env, method, path, query, headers, body)
     routed = asgi(env, method, path, query, headers, body, root_path="/gw")
     assert fast == routed
+    assert (b"x-request-id", b"both-ways") in fast[1]
     return fast
 
 
@@ -110,6 +113,7 @@ def test_fast_dispatch_answers_as_starlette(env: Env) -> None:
         (b"content-length", b"2"),
         (b"content-type", b"application/json"),
         *SECURITY_HEADERS,
+        (b"x-request-id", b"both-ways"),
     ]
     status, _, body = both_ways(env, "GET", SPOT + "/depth", b"symbol=BTCUSDT&limit=5")
     assert status == 200 and json.loads(body)["time"] == env.clock()

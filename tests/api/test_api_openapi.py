@@ -187,8 +187,13 @@ def test_document_lists_exactly_the_routes_the_app_serves(env: Env, doc: dict[st
         else:
             pages |= methods
     assert operations(doc) == served
-    # Only the web pages and their files stay out of the document: no API operation.
-    assert pages == {("GET", "/"), ("GET", "/admin"), ("GET", "/web/{name:path}")}
+    # Only the web pages and their files, and the operator's probes (health, readiness,
+    # metrics: docs/operations.md), stay out of the document: no API operation.
+    probes = {("GET", "/healthz"), ("GET", "/readyz")}
+    if env.gateway is None:
+        probes.add(("GET", "/metrics"))  # a gateway serves its own on a listener of its own
+    pages_ = {("GET", "/"), ("GET", "/admin"), ("GET", "/web/{name:path}")}
+    assert pages == pages_ | probes
     assert ("GET", PATH) in served
     ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
     assert len(ids) == len(set(ids))
@@ -579,6 +584,8 @@ def admin_calls(env: Env, checker: Checker) -> None:
     assert activity["recentErrors"][0]["path"] == ADMIN + "/status"
     assert activity["recentErrors"][0]["status"] == 401
     assert ok(admin.request("GET", ADMIN + "/gateways")) == {"gateways": []}  # serve has none
+    trail = ok(admin.request("GET", ADMIN + "/admin-log", params={"limit": 3}))["entries"]
+    assert [e["action"] for e in trail][:1] == ["deposit"]  # the refused one, newest first
 
 
 def margin_calls(env: Env, checker: Checker, spot: str = SPOT) -> None:

@@ -22,7 +22,7 @@ from tradehall.engine.orders import OPEN_STATUSES, OrderState
 from tradehall.exchange import Exchange
 from tradehall.store.batch import Batch, LedgerRow
 from tradehall.store.prune import FUTURES_ENDED
-from tradehall.store.schema import LATEST_VERSION, TABLES
+from tradehall.store.schema import ADMIN_LOG_VERSION, LATEST_VERSION, MIGRATIONS, TABLES
 from tradehall.store.sql import OPEN_ORDERS, OPEN_STATUS_TERM, SQLStore
 from tradehall.store.sqlite import SQLiteStore
 
@@ -41,11 +41,26 @@ AMOUNT_COLUMN = "ALTER TABLE klines ADD COLUMN amount BIGINT NOT NULL DEFAULT 0"
 (``version_3``); ``back_to_version_3`` takes it away before the migrations under test run."""
 
 
+def admin_log_table(backend: Backend) -> list[str]:
+    """The admin audit trail's migration, in ``backend``'s dialect: today's code writes and
+    audits the table, so a store it fills at version 3 has it too, as it has the column."""
+    (steps,) = [steps for version, _, steps in MIGRATIONS if version == ADMIN_LOG_VERSION]
+    out: list[str] = []
+    for step in steps:
+        if isinstance(step, str):
+            out.append(step)
+        elif step.dialect == backend.name:
+            out.extend(step.statements)
+    return out
+
+
 def version_3(backend: Backend, data_dir: Path) -> SQLStore[Any]:
     store = backend.open_store(data_dir)
     assert isinstance(store, SQLStore)
     assert store.migrate(3) == 3
     backend.execute(data_dir, AMOUNT_COLUMN)
+    for statement in admin_log_table(backend):
+        backend.execute(data_dir, statement)
     return store
 
 
@@ -55,6 +70,7 @@ def back_to_version_3(
     """Drop migration 5's column; ``rows`` as migrating up will leave them (bars written
     before migration 5 carry amount 0)."""
     backend.execute(data_dir, "ALTER TABLE klines DROP COLUMN amount")
+    backend.execute(data_dir, "DROP TABLE admin_log")
     upgraded = {**rows, "klines": [(*row[:-1], 0) for row in rows["klines"]]}
     return upgraded | {name: [] for name in ADDED_LATER}
 
@@ -74,7 +90,7 @@ def exchange_at(backend: Backend, data_dir: Path, version: int | None) -> Exchan
     return exchange
 
 
-ADDED_LATER = {"ledger_checkpoints": 7}
+ADDED_LATER = {"ledger_checkpoints": 7, "admin_log": ADMIN_LOG_VERSION}
 """Tables of the catalogue a migration after version 3 creates (empty when it does)."""
 
 
@@ -297,7 +313,7 @@ def test_migration_7_adds_checkpoints_and_the_ended_futures_index(
     migrated = exchange_at(backend, data, None)
     try:
         assert fingerprint(migrated) == before  # the audit reads the (empty) checkpoints
-        assert all_rows(backend, data) == rows | {"ledger_checkpoints": []}
+        assert all_rows(backend, data) == rows | {"ledger_checkpoints": [], "admin_log": []}
         assert "futures_ended" in indexes(backend, data, "futures_docs")
         if backend.name == "sqlite":
             plan = backend.query(

@@ -538,3 +538,27 @@ def test_the_page_reconnects_after_the_server_closes_its_sockets(
         server.stop(signal.SIGTERM)
         if server.proc.poll() is None:
             server.stop(signal.SIGKILL)
+
+
+def test_operator_view_lists_the_admin_actions(venue: Venue, page: Watched) -> None:
+    """The "Admin actions" table: what the CLI or a script did with the token, and what was
+    done from this page, named as such."""
+    with venue.admin() as admin:
+        user = admin.create_user("audited")
+    p = page.page
+    p.goto(venue.url + "/admin")
+    p.fill("#admin-token", venue.token)
+    p.click("#token-form button[type=submit]")
+    expect(p.locator("#admin-log tbody tr", has_text="user.create").first).to_contain_text(
+        f'{{"id":{user["id"]}}}'
+    )
+    p.fill("#deposit-user", str(user["id"]))
+    p.fill("#deposit-asset", "usdt")
+    p.fill("#deposit-amount", "7")
+    p.click("#deposit-form button")
+    expect(p.locator("#action-message")).to_contain_text("Deposited 7 USDT")
+    latest = p.locator("#admin-log tbody tr").first
+    expect(latest).to_contain_text("operator-page")
+    expect(latest).to_contain_text("deposit")
+    expect(latest).to_contain_text("ok")
+    assert page.errors == []

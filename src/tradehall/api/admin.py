@@ -13,17 +13,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tradehall import adminlog, sandbox
 from tradehall import operations as ops
-from tradehall import sandbox
 from tradehall.api import wire
 from tradehall.api.errors import ApiError
-from tradehall.api.http import Call, endpoint
+from tradehall.api.http import AppState, Call, endpoint
 from tradehall.api.reading import Reading, reading
 from tradehall.api.requests import (
     AdminFundingRequest,
     AdminFuturesTransferRequest,
     AdminIndexPriceRequest,
     AdminIndexQuery,
+    AdminLogQuery,
     AdminMarginQuery,
     AdminMarginTransferRequest,
     AdminUserRequest,
@@ -34,8 +35,9 @@ from tradehall.api.requests import (
     RevokeKeyRequest,
     TransferRequest,
 )
-from tradehall.codes import Code
+from tradehall.codes import Code, Reject
 from tradehall.sim.runner import Simulation
+from tradehall.store.base import StoreError
 
 PREFIX = "/admin/v1"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
@@ -222,30 +224,99 @@ class AdminActivity(wire.Wire, frozen=True):
     ] = msgspec.field(default_factory=list)
 
 
+class AdminLogEntry(wire.Wire, frozen=True):
+    """One admin action in the audit trail."""
+
+    id: Annotated[int, Meta(ge=1, description="1, 2, ... in the order written.")]
+    time: wire.Millis
+    actor: Annotated[
+        str,
+        Meta(
+            description="`token:<fingerprint>` (the admin token's), or `local` (the CLI on the"
+            " data folder without a server)."
+        ),
+    ]
+    agent: Annotated[
+        str,
+        Meta(description="Through what, as the caller said (`X-Tradehall-Agent`): the CLI"
+             " (`cli:<user>@<host>`), `operator-page`, or `api`."),
+    ]  # fmt: skip
+    action: Annotated[str, Meta(examples=["user.create", "deposit", "key.revoke"])]
+    params: Annotated[dict[str, Any], Meta(description="The request's parameters.")]
+    result: Literal["ok", "refused"]
+    code: Annotated[int, Meta(le=0, description="0, or the refusal's catalogue code.")]
+    detail: Annotated[
+        str, Meta(description="What was created or changed (JSON), or why it was refused.")
+    ]
+
+
+class AdminLog(wire.Wire, frozen=True):
+    """The admin audit trail, newest first."""
+
+    entries: list[AdminLogEntry]
+
+
 def is_loopback(host: str | None) -> bool:
     return host in LOOPBACK or (host or "").startswith("127.")
 
 
-def _require_admin(call: Call) -> None:
-    request = call.request
+def require_admin(request: Request, state: AppState) -> None:
+    """Loopback (unless ``admin_remote``) and the admin token, or ApiError."""
     host = request.client.host if request.client else None
-    if not call.state.admin_remote and not is_loopback(host):
+    if not state.admin_remote and not is_loopback(host):
         raise ApiError(Code.BAD_KEY, "the admin API is reachable from loopback only", status=403)
-    token = call.state.admin_token
+    token = state.admin_token
     header = request.headers.get("authorization", "")
     given = header[7:] if header.lower().startswith("bearer ") else ""
     if not token or not given or not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(Code.BAD_KEY, "missing or invalid admin token", status=401)
 
 
+def _require_admin(call: Call) -> None:
+    require_admin(call.request, call.state)
+
+
 def admin(
-    fn: Callable[[Call], Awaitable[Any]], *, when_failed: bool = False
+    fn: Callable[[Call], Awaitable[Any]], *, when_failed: bool = False, action: str = ""
 ) -> Callable[[Request], Awaitable[Response]]:
+    """An admin endpoint; one with an ``action`` (each that changes something) is recorded
+    in the admin audit trail, done or refused, before it is answered."""
+
     async def guarded(call: Call) -> Any:
         _require_admin(call)
-        return await fn(call)
+        if not action:
+            return await fn(call)
+        try:
+            result = await fn(call)
+        except (ApiError, Reject) as refused:
+            await _record(call, action, refused)
+            raise
+        await _record(call, action, result)
+        return result
 
     return endpoint(guarded, limited=False, when_failed=when_failed)
+
+
+async def _record(call: Call, action: str, outcome: Any) -> None:
+    """Stage the action's entry and wait for its commit: whoever got an answer can find the
+    action in the trail. (The action's own rows went in the commit before: an entry in a
+    commit of its own, not a change to every handler.)"""
+    state = call.state
+    agent = adminlog.clean_agent(call.request.headers.get(adminlog.AGENT_HEADER))
+    row = adminlog.entry(
+        call.now,
+        adminlog.token_actor(state.admin_token or ""),
+        agent,
+        action,
+        call.params.data,
+        outcome,
+    )
+    try:
+        call.exchange.log_admin(row)
+        await call.durable()
+    except StoreError:
+        if not isinstance(outcome, BaseException):
+            raise  # done but not recorded: not acknowledged either (the store failed)
 
 
 async def create_user(call: Call) -> Any:
@@ -363,7 +434,9 @@ async def markets(call: Call) -> Any:
 async def audit(call: Call) -> Any:
     memory = ops.audit_memory(call.exchange)  # on the loop: no command runs meanwhile
     store_problems = await call.state.read(ops.audit_store, call.exchange)
-    return ops.audit_report(memory, store_problems)
+    report = ops.audit_report(memory, store_problems)
+    call.exchange.stats.audit = (call.now, bool(report["ok"]), len(report["problems"]))
+    return report
 
 
 async def storage(call: Call) -> Any:
@@ -439,6 +512,33 @@ async def list_gateways(call: Call) -> Any:
     return {"gateways": gateways.reports() if gateways is not None else []}
 
 
+ACTIONS = {
+    "/users": "user.create",
+    "/keys": "key.create",
+    "/keys/revoke": "key.revoke",
+    "/deposit": "deposit",
+    "/withdraw": "withdraw",
+    "/system/deposit": "system.deposit",
+    "/system/withdraw": "system.withdraw",
+    "/margin/transfer": "margin.transfer",
+    "/futures/transfer": "futures.transfer",
+    "/futures/index-price": "index-price",
+    "/sim/start": "sim.start",
+    "/sim/stop": "sim.stop",
+    "/futures/funding-now": "funding.now",
+    "/accounts/reset": "account.reset",
+}
+"""The admin audit trail's name of each action (the POST at that path), shared with the
+CLI's offline commands."""
+
+
+async def admin_log(call: Call) -> Any:
+    req = reading(call.params, AdminLogQuery)
+    limit: int = req.value("limit")
+    before: int | None = req.value("before")
+    return await call.state.read(ops.admin_log, call.exchange, limit, before)
+
+
 def routes() -> list[Route]:
     table: list[tuple[str, str, Callable[[Call], Awaitable[Any]]]] = [
         ("POST", "/users", create_user),
@@ -467,7 +567,15 @@ def routes() -> list[Route]:
         ("POST", "/sim/stop", sim_stop),
         ("POST", "/futures/funding-now", funding_now),
         ("POST", "/accounts/reset", reset_account),
+        ("GET", "/admin-log", admin_log),
     ]
-    out = [Route(PREFIX + path, admin(fn), methods=[method]) for method, path, fn in table]
+    out = [
+        Route(
+            PREFIX + path,
+            admin(fn, action=ACTIONS[path] if method == "POST" else ""),
+            methods=[method],
+        )
+        for method, path, fn in table
+    ]
     out.append(Route(PREFIX + "/status", admin(status, when_failed=True), methods=["GET"]))
     return out

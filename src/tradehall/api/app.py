@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -14,9 +15,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tradehall.api import admin, asset, futures, margin, openapi, spot
+from tradehall import logs
+from tradehall.api import admin, asset, futures, health, margin, openapi, scrape, spot
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.guard import ANY_HOST, SECURITY_HEADERS, HostRule, host_of, secured
 from tradehall.api.http import (
@@ -27,11 +29,19 @@ from tradehall.api.http import (
     answer_of,
     failed_answer,
 )
+from tradehall.api.monitor import UNMATCHED
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.replay import make_guard
 from tradehall.codes import Code
 from tradehall.config import LimitSettings
 from tradehall.exchange import Exchange
+from tradehall.metrics.collectors import (
+    ExchangeCollector,
+    FanoutCollector,
+    FrontCollector,
+    SimulationCollector,
+)
+from tradehall.metrics.exposition import registry_of
 from tradehall.retention import Pruner
 from tradehall.scheduler import Scheduler
 from tradehall.sim.runner import Simulation
@@ -42,6 +52,34 @@ from tradehall.stream.routes import routes as stream_routes
 from tradehall.venue import venue_namespace
 from tradehall.web import pages
 
+REQUEST_ID = b"x-request-id"
+
+
+def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:
+    """``send``, adding ``header`` to the answer's headers."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), header]
+        await send(message)
+
+    return sending
+
+
+def _request_id(scope: Scope) -> str:
+    """The request's id (``tradehall.logs``), kept in the scope for the handlers, the access
+    log and a gateway's forward to the engine."""
+    given = None
+    for name, value in scope["headers"]:
+        if name == REQUEST_ID:
+            given = value
+            break
+    rid = scope["request_id"] = logs.request_id(given)
+    return rid
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -51,6 +89,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     state: AppState = request.app.state.tradehall
     state.monitor.requests_total += 1
+    if logs.ACCESS.isEnabledFor(logging.INFO):
+        extra = {"request_id": request.scope.get("request_id"), "code": exc.status_code}
+        logs.ACCESS.info("%s %s %d", request.method, UNMATCHED, exc.status_code, extra=extra)
+    if state.monitor.detailed:
+        method = request.method if request.method in _METHODS else "OTHER"
+        state.monitor.count(UNMATCHED, method, exc.status_code)
     if exc.status_code == 405:
         msg = f"{request.method} is not supported here"
         return failed_answer(state.monitor, request.scope, Code.UNSUPPORTED, msg, 405)
@@ -125,11 +169,13 @@ class App(Starlette):
                 scope["app"] = self
                 await socket(scope, receive, send)
                 return
-        elif kind == "http" and not scope.get("root_path"):
+        elif kind == "http":
+            rid = _request_id(scope)
+            id_header = (REQUEST_ID, rid.encode())
             fast = self._fast
             if fast is None:
                 fast = self._fast = self.fast_paths()
-            methods = fast.get(scope["path"])
+            methods = None if scope.get("root_path") else fast.get(scope["path"])
             if methods is not None:
                 answer = methods.get(scope["method"])
                 if answer is not None:
@@ -144,15 +190,18 @@ class App(Starlette):
                                     (b"content-length", str(len(out)).encode()),
                                     JSON_CONTENT_TYPE,
                                     *SECURITY_HEADERS,
+                                    id_header,
                                 ],
                             }
                         )
                         await send({"type": "http.response.body", "body": out})
                     else:
                         assert isinstance(out, Response)
-                        await out(scope, receive, secured(send))
+                        await out(scope, receive, secured(_with_header(send, id_header)))
                     return
-        await super().__call__(scope, receive, secured(send) if kind == "http" else send)
+            await super().__call__(scope, receive, secured(_with_header(send, id_header)))
+            return
+        await super().__call__(scope, receive, send)
 
     async def _refuse_host(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A request for a host name this server does not serve (a DNS-rebinding page, a
@@ -167,6 +216,18 @@ class App(Starlette):
         msg = f"host {shown} is not served here (see [server] allowed_hosts)"
         answer = failed_answer(state.monitor, scope, Code.BAD_PARAM, msg, 400)
         await answer(scope, receive, secured(send))
+
+
+def _operator_allowed(request: Request) -> bool:
+    """The operator's page opens for the admin API's callers: loopback, unless
+    ``admin_remote`` (the token is asked for by the page itself)."""
+    state: AppState = request.app.state.tradehall
+    return state.admin_remote or admin.is_loopback(request.client.host if request.client else None)
+
+
+def _readiness(request: Request) -> health.Readiness:
+    front: Front = request.app.state.tradehall
+    return front.not_ready
 
 
 Companion = Callable[[AppState], contextlib.AbstractAsyncContextManager[Any]]
@@ -197,6 +258,7 @@ def assemble(
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
     app.router.routes.append(openapi.route(app.router.routes))
+    app.router.routes.extend(health.routes(_readiness))
     app.state.tradehall = state
     return app
 
@@ -245,6 +307,12 @@ def create_app(
         exchange, committer, clock, simulation or exchange.config.simulation
     )
     hub = state.hub = Hub(exchange, committer, clock, exchange.config.websocket)
+    state.metrics = registry_of(
+        FrontCollector(state.monitor),
+        ExchangeCollector(exchange, committer),
+        *([FanoutCollector(hub)] if client_api else []),
+        SimulationCollector(lambda: state.simulation, lambda: state.faults),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -284,7 +352,8 @@ def create_app(
     # The web pages and their files come last: their routes are not API operations (the
     # OpenAPI document leaves them out) and a path parameter ends the fast-path table. The
     # engine process (no client API) serves the operator's page only.
-    app.router.routes.extend(pages.routes(trader=client_api))
+    app.router.routes.extend(scrape.routes())
+    app.router.routes.extend(pages.routes(trader=client_api, operator_allowed=_operator_allowed))
     app.state.scheduler = scheduler
     app.state.pruner = pruner
     return app

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
+from logging import INFO
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import parse_qsl
 
@@ -30,21 +32,38 @@ from tradehall.api.replay import MemoryReplayGuard, ReplayGuard, check_replay
 from tradehall.api.requests import SignedQuery
 from tradehall.codes import Code, Reject
 from tradehall.exchange import ApiKey, Exchange
+from tradehall.logs import ACCESS
 from tradehall.store.base import StoreError
 from tradehall.store.writer import GroupCommitter
 
 if TYPE_CHECKING:
-    from tradehall.cluster.gateway_registry import GatewayRegistry
+    from prometheus_client.registry import CollectorRegistry
+
     from tradehall.retention import Pruner
     from tradehall.sim.faults import FaultInjector
     from tradehall.sim.runner import Simulation
     from tradehall.stream.hub import Hub
 
 log = logging.getLogger("tradehall.api")
+_ACCESS = ACCESS
 
 MAX_BODY_BYTES = 64 * 1024
 _decoder = msgspec.json.Decoder(float_hook=Decimal)
 T = TypeVar("T")
+
+
+class GatewayView(Protocol):
+    """What the operator's view shows of the gateway workers in front of this process
+    (``tradehall.cluster.gateway_registry`` is one): the API layer knows nothing more of the
+    topology that runs it."""
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Each worker heard of lately."""
+        ...
+
+    def merged(self, activity: dict[str, Any]) -> dict[str, Any]:
+        """``activity`` (``Monitor.snapshot``) with every worker's added in."""
+        ...
 
 
 @dataclass
@@ -80,8 +99,29 @@ class AppState:
     hub: Hub | None = None
     """The WebSocket streams' source (served here, or relayed to gateways by the engine
     process)."""
-    gateways: GatewayRegistry | None = None
-    """In the engine process: the gateways' reports, added to the operator's view."""
+    gateways: GatewayView | None = None
+    """In the engine process: the gateways' reports, added to the operator's view (the
+    process that runs the app behind gateways provides it)."""
+    metrics: CollectorRegistry | None = None
+    """What ``GET /metrics`` shows (``tradehall.metrics``)."""
+    draining: bool = False
+    """The server was asked to stop: ``/readyz`` answers 503 from then on."""
+    readiness_checks: list[Callable[[], str | None]] = field(default_factory=list)
+    """More conditions of readiness (the engine process's NATS link): each gives the reason
+    it is not met, or None."""
+
+    async def not_ready(self) -> str | None:
+        """Why this process cannot serve requests now, or None (``GET /readyz``)."""
+        if self.draining:
+            return "draining: the server is stopping"
+        failure = self.exchange.failure
+        if failure is not None:
+            return f"the store takes no writes until a restart ({failure})"
+        for check in self.readiness_checks:
+            reason = check()
+            if reason is not None:
+                return reason
+        return None
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""
@@ -193,6 +233,8 @@ class Front(Protocol):
     def check_writable(self) -> None: ...
 
     def find_key(self, api_key: str) -> ApiKey | None: ...
+
+    async def not_ready(self) -> str | None: ...
 
     async def perform(
         self,
@@ -351,7 +393,13 @@ def failure_response(state: Front, exc: Exception, scope: Scope) -> Response:
     if isinstance(exc, StoreError):
         msg = f"writes are stopped until the server restarts ({exc})"
         return failed_answer(state.monitor, scope, Code.INTERNAL, msg, 503)
-    log.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+    log.exception(
+        "unexpected error in %s %s",
+        scope.get("method"),
+        scope.get("path"),
+        exc_info=exc,
+        extra={"request_id": scope.get("request_id"), "endpoint": scope.get("path")},
+    )
     return failed_answer(state.monitor, scope, Code.UNKNOWN, "unknown error", 500)
 
 
@@ -368,6 +416,25 @@ def failed_answer(
     source = str(client[0]) if client else ""
     monitor.error(scope.get("method", ""), scope.get("path", ""), status, code, msg, source)
     return error_response(code, msg, status, headers)
+
+
+def _access(scope: Scope, out: bytes | Response, key: ApiKey | None, seconds: float) -> None:
+    """The access log's record of one answer (``--access-log``)."""
+    status = 200 if type(out) is bytes else out.status_code  # type: ignore[union-attr]
+    _ACCESS.info(
+        "%s %s %d",
+        scope["method"],
+        scope["path"],
+        status,
+        extra={
+            "request_id": scope.get("request_id"),
+            "user_id": key.user_id if key is not None else None,
+            "endpoint": scope["path"],
+            "method": scope["method"],
+            "code": status,
+            "duration_ms": round(seconds * 1000, 3),
+        },
+    )
 
 
 def endpoint(
@@ -390,10 +457,14 @@ def endpoint(
     spec = EndpointSpec(handler, name, signed, trade, limited, when_failed)
 
     async def answer(state: Front, scope: Scope, receive: Receive) -> bytes | Response:
+        started = perf_counter()
         client = scope.get("client")
         ip = client[0] if client else "unknown"
         limiter = state.limiter if limited else None
-        state.monitor.requests_total += 1
+        monitor = state.monitor
+        monitor.requests_total += 1
+        out: bytes | Response
+        key: ApiKey | None = None
         try:
             if limiter is not None:
                 await limiter.admit_ip(ip)
@@ -418,7 +489,6 @@ def endpoint(
                 raw_query = query.decode("latin-1") if query else ""
                 params = parse_query(raw_query)
             now = state.clock()
-            key = None
             if signed:
                 # Every signed request type declares recvWindow as SignedQuery does.
                 window: int = reading(params, SignedQuery).value("recvWindow")
@@ -428,34 +498,48 @@ def endpoint(
                 api_key = headers.get(b"x-ch-apikey")
                 ts = headers.get(b"x-ch-ts")
                 signature = headers.get(b"x-ch-sign")
-                key = authenticate(
-                    api_key=api_key.decode("latin-1") if api_key is not None else None,
-                    ts_text=ts.decode("latin-1") if ts is not None else None,
-                    signature=signature.decode("latin-1") if signature is not None else None,
-                    method=method,
-                    path=scope["path"],
-                    raw_query=raw_query,
-                    body=body,
-                    now_ms=now,
-                    recv_window=window,
-                    find_key=state.find_key,
-                    client_ip=client[0] if client else None,
-                    trade=trade,
-                    max_ahead_ms=state.max_ahead_ms,
-                )
+                try:
+                    key = authenticate(
+                        api_key=api_key.decode("latin-1") if api_key is not None else None,
+                        ts_text=ts.decode("latin-1") if ts is not None else None,
+                        signature=signature.decode("latin-1") if signature is not None else None,
+                        method=method,
+                        path=scope["path"],
+                        raw_query=raw_query,
+                        body=body,
+                        now_ms=now,
+                        recv_window=window,
+                        find_key=state.find_key,
+                        client_ip=client[0] if client else None,
+                        trade=trade,
+                        max_ahead_ms=state.max_ahead_ms,
+                    )
+                except ApiError as refused:
+                    monitor.auth_refused(refused.code)
+                    raise
                 assert ts is not None and signature is not None  # authenticate checked them
                 if limiter is not None:
                     await limiter.admit_key(name, key.row.api_key, ip)
-                await check_replay(
-                    state.replay,
-                    signature.decode("latin-1"),
-                    int(ts.decode("latin-1")),
-                    window,
-                    now,
-                )
-            return await state.perform(spec, params, now, key, scope, receive)
+                try:
+                    await check_replay(
+                        state.replay,
+                        signature.decode("latin-1"),
+                        int(ts.decode("latin-1")),
+                        window,
+                        now,
+                    )
+                except ApiError:
+                    monitor.refused("replay", "")
+                    raise
+            out = await state.perform(spec, params, now, key, scope, receive)
         except Exception as exc:
-            return failure_response(state, exc, scope)
+            out = failure_response(state, exc, scope)
+        if monitor.detailed:
+            status = 200 if type(out) is bytes else out.status_code  # type: ignore[union-attr]
+            monitor.observe(scope["path"], scope["method"], status, perf_counter() - started)
+        if _ACCESS.isEnabledFor(INFO):
+            _access(scope, out, key, perf_counter() - started)
+        return out
 
     async def run(request: Request) -> Response:
         out = await answer(request.app.state.tradehall, request.scope, request.receive)

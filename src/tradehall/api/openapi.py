@@ -27,6 +27,7 @@ from tradehall.api.requests import (
     AdminFuturesTransferRequest,
     AdminIndexPriceRequest,
     AdminIndexQuery,
+    AdminLogQuery,
     AdminMarginQuery,
     AdminMarginTransferRequest,
     AdminUserRequest,
@@ -359,6 +360,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         body=AdminUserRequest,
     ),
     ("GET", f"{_A}/keys"): _admin("adminListKeys", "List API keys (no secrets)", admin.AdminKeys),
+    ("GET", f"{_A}/admin-log"): _admin(
+        "adminLog",
+        "The admin audit trail: every admin action, who, when, what and the result",
+        admin.AdminLog,
+        query=AdminLogQuery,
+    ),
     ("GET", f"{_A}/activity"): _admin(
         "adminActivity",
         "Open orders per market, request and error rates, recent errors",

@@ -400,6 +400,16 @@ class BalancesQuery(RequestSchema, frozen=True):
     user_id: UserIdParam
 
 
+class AdminLogQuery(RequestSchema, frozen=True):
+    """The admin audit trail, newest first: ``limit`` entries with an id below ``before``."""
+
+    limit: Annotated[Limit1000, limit(100, 1000)] = 100
+    before: Annotated[
+        Annotated[int, Meta(ge=1, le=_INT64_MAX, description="An entry id.")] | UnsetType,
+        Integer(minimum=1),
+    ] = UNSET
+
+
 class FundRequest(RequestSchema, frozen=True):
     """Idempotent by ``txId`` (generated when absent)."""
 

@@ -29,9 +29,12 @@ class AdminClient:
         *,
         http: httpx2.Client | None = None,
         timeout: float = 10.0,
+        agent: str | None = None,
     ) -> None:
         self.base_url = base_url
         self._token = token
+        self._agent = agent
+        """Sent as ``X-Tradehall-Agent``: what the admin audit trail records this caller as."""
         self._owns_http = http is None
         self._http = http if http is not None else httpx2.Client(timeout=timeout)
 
@@ -64,6 +67,8 @@ class AdminClient:
         _, url = r.join_url(self.base_url, path, params)
         content = b"" if body is None else r.json_bytes(body)
         built = {"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"}
+        if self._agent:
+            built["X-Tradehall-Agent"] = self._agent
         return self._http.request(
             method.upper(), url, content=content, headers=r.merge_headers(built, headers)
         )
@@ -166,6 +171,10 @@ class AdminClient:
     def storage(self) -> Any:
         """GET /admin/v1/storage: rows and bytes per table, the store's space, the retention."""
         return self._get("/storage")
+
+    def admin_log(self, limit: int = 100, before: int | None = None) -> Any:
+        """GET /admin/v1/admin-log: the admin audit trail, newest first."""
+        return self._get("/admin-log", r.compact({"limit": limit, "before": before}))
 
     def gateways(self) -> Any:
         """GET /admin/v1/gateways: the gateway workers the engine heard from lately."""

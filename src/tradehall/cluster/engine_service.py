@@ -20,6 +20,7 @@ import logging
 import os
 import types
 from collections.abc import Callable, Coroutine, Generator, Iterable
+from time import perf_counter
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
@@ -30,12 +31,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Scope
 
+from tradehall import logs
 from tradehall.api.app import client_routes, wall_clock_ms
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.http import AppState, Call, EndpointSpec, encoded, failure_response, spec_of
 from tradehall.api.params import Params
 from tradehall.cluster.gateway_registry import GatewayRegistry
 from tradehall.cluster.link import Service, connect
+from tradehall.cluster.metrics import EngineServiceCollector
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
     Answered,
@@ -293,13 +296,16 @@ class EngineService(Service):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.executed = 0
         self.duplicates = 0
+        self.reconnects = 0
+        self._collector = EngineServiceCollector(self)
+        self._access_log = logs.ACCESS.isEnabledFor(logging.INFO)
 
     # ------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         tune_gc()
         self._loop = asyncio.get_running_loop()
-        self.nc = await connect(self.url, "tradehall-engine")
+        self.nc = await connect(self.url, "tradehall-engine", reconnected=self._reconnected)
         # Unbounded pending: a burst must queue here rather than be dropped by the client.
         self._commands = await self.nc.subscribe(
             f"{self.subject}.cmd",
@@ -309,6 +315,10 @@ class EngineService(Service):
         )
         await self.nc.subscribe(f"{self.subject}.keys", cb=self._on_keys)
         await self.nc.subscribe(f"{self.subject}.gateways.report", cb=self._on_report)
+        await self.nc.subscribe(f"{self.subject}.health", cb=self._on_health)
+        self.state.readiness_checks.append(self._linked)
+        if self.state.metrics is not None:
+            self.state.metrics.register(self._collector)
         self.state.gateways = self.gateways
         self.state.committer.listeners.append(self._on_commit)
         self._watcher = asyncio.get_running_loop().create_task(self._watch_failure())
@@ -330,6 +340,11 @@ class EngineService(Service):
                 await self._commands.drain()  # type: ignore[no-untyped-call]
         if self._tasks or self._open:
             await asyncio.wait([*self._tasks, *self._open], timeout=10)
+        if self._linked in self.state.readiness_checks:
+            self.state.readiness_checks.remove(self._linked)
+        if self.state.metrics is not None:
+            with contextlib.suppress(KeyError):
+                self.state.metrics.unregister(self._collector)
         if self._on_commit in self.state.committer.listeners:
             self.state.committer.listeners.remove(self._on_commit)
         self._announce_reset()
@@ -431,7 +446,7 @@ class EngineService(Service):
                 slots.append(self._rendered(stop.value, scope))
                 continue
             except Exception as exc:
-                slots.append(answered(failure_response(self.state, exc, scope)))
+                slots.append(self._failure(exc, scope))
                 continue
             if isinstance(step, asyncio.Future):
                 # What a task does with a future it is handed: the next command may await
@@ -444,9 +459,36 @@ class EngineService(Service):
     def _rendered(self, result: Any, scope: Scope) -> Answered:
         """A handler's result as its answer (what ``endpoint`` makes of it in ``serve``)."""
         try:
-            return Answered(200, encoded(result))
+            out = Answered(200, encoded(result))
         except Exception as exc:
-            return answered(failure_response(self.state, exc, scope))
+            return self._failure(exc, scope)
+        if self._access_log:
+            self._access(scope, 200)
+        return out
+
+    def _failure(self, exc: Exception, scope: Scope) -> Answered:
+        out = answered(failure_response(self.state, exc, scope))
+        if self._access_log:
+            self._access(scope, out.status)
+        return out
+
+    def _access(self, scope: Scope, status: int) -> None:
+        """The access log's record of a forwarded request (``--access-log``)."""
+        started = scope.get("started")
+        logs.ACCESS.info(
+            "%s %s %d",
+            scope.get("method"),
+            scope.get("path"),
+            status,
+            extra={
+                "request_id": scope.get("request_id") or None,
+                "user_id": scope.get("user_id"),
+                "endpoint": scope.get("path"),
+                "method": scope.get("method"),
+                "code": status,
+                "duration_ms": round((perf_counter() - started) * 1000, 3) if started else None,
+            },
+        )
 
     def _settle(self, work: _Work) -> list[Answered]:
         """The message's answers are all known: resends waiting get them, and the message
@@ -535,7 +577,7 @@ class EngineService(Service):
                     slots[index] = self._rendered(stop.value, scope)
                     continue
                 except Exception as exc:
-                    slots[index] = answered(failure_response(self.state, exc, scope))
+                    slots[index] = self._failure(exc, scope)
                     continue
             task = (self._loop or asyncio.get_running_loop()).create_task(_go_on(handler, step))
             rest.append((index, task, scope))
@@ -547,7 +589,7 @@ class EngineService(Service):
             try:
                 result = task.result()
             except Exception as exc:
-                work.slots[index] = answered(failure_response(self.state, exc, scope))
+                work.slots[index] = self._failure(exc, scope)
             else:
                 work.slots[index] = self._rendered(result, scope)
 
@@ -575,11 +617,14 @@ class EngineService(Service):
             "client": (fwd.ip, 0),
             "headers": [],
             "query_string": b"",
+            "request_id": fwd.request_id,
         }
+        if self._access_log:
+            scope["started"] = perf_counter()
         spec = self.table.get((fwd.method, fwd.path))
         if spec is None:
             error = ApiError(Code.UNSUPPORTED, f"unknown path {fwd.path}", status=404)
-            return answered(failure_response(self.state, error, scope))
+            return self._failure(error, scope)
         key: ApiKey | None = None
         if spec.signed:
             # Checked again here, against the keys of record: a key revoked a moment ago on
@@ -587,16 +632,17 @@ class EngineService(Service):
             key = self.state.exchange.keys.get(fwd.api_key or "")
             if key is None or key.row.revoked is not None:
                 error = ApiError(Code.BAD_KEY, "invalid API key", 401)
-                return answered(failure_response(self.state, error, scope))
+                return self._failure(error, scope)
             if spec.trade and key.row.read_only:
                 error = ApiError(Code.BAD_KEY, "this API key has no trade permission", 403)
-                return answered(failure_response(self.state, error, scope))
+                return self._failure(error, scope)
+            scope["user_id"] = key.row.user_id
         state = self.state
         if not spec.when_failed:
             try:
                 state.check_writable()
             except Exception as exc:
-                return answered(failure_response(state, exc, scope))
+                return self._failure(exc, scope)
         call = Call(state, Params(fwd.params), state.clock(), key, scope, _no_body)
         return cast(_Handler, spec.handler(call)), scope  # every handler is a coroutine function
 
@@ -619,6 +665,20 @@ class EngineService(Service):
             await msg.respond(data)
         except Exception as exc:  # NATS is away: the gateway times out and resends
             log.warning("could not answer a command: %s", exc)
+
+    # ------------------------------------------------------------- health
+
+    async def _reconnected(self) -> None:
+        self.reconnects += 1
+
+    def _linked(self) -> str | None:
+        nc = self.nc
+        return None if nc is not None and nc.is_connected else "not connected to NATS"
+
+    async def _on_health(self, msg: Msg) -> None:
+        """A gateway's readiness probe: nothing when this process can serve, else why not."""
+        reason = await self.state.not_ready()
+        await self._respond(msg, (reason or "").encode())
 
     # ------------------------------------------------------------- gateways
 

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from time import perf_counter
 
 import msgspec
 import nats.errors
@@ -55,6 +56,8 @@ from tradehall.cluster.read_cache import ReadCache, dependency
 from tradehall.codes import Code
 from tradehall.config import LimitSettings, WebSocketSettings
 from tradehall.exchange import ApiKey
+from tradehall.metrics.histogram import Histogram
+from tradehall.sim.faults import FaultInjector
 from tradehall.sim.settings import FaultSettings
 from tradehall.venue import uses_redis
 
@@ -63,6 +66,9 @@ log = logging.getLogger("tradehall.gateway")
 
 REPORT_EVERY = 5.0
 """Seconds between two of a gateway worker's reports to the engine (the operator's view)."""
+
+HEALTH_TIMEOUT = 1.0
+"""Seconds a readiness probe waits for the engine's word (at most the gateway's timeout)."""
 
 REQUEST_MARGIN = 4096
 """Bytes of NATS's maximum message size kept for the request's subjects and headers."""
@@ -98,6 +104,8 @@ class Gateway(Service):
         faults: FaultSettings | None = None,
         report_every: float = REPORT_EVERY,
         allowed_hosts: tuple[str, ...] = ("*",),
+        metrics_host: str = "127.0.0.1",
+        metrics_port: int | None = None,
     ) -> None:
         self.url = url
         self.allowed_hosts = allowed_hosts
@@ -148,6 +156,18 @@ class Gateway(Service):
         self.engine_answers = False
         """The engine's latest word was an answer (not silence, not 503, not its reset)."""
         self._reporting: asyncio.Task[None] | None = None
+        self.draining = False
+        """The worker was asked to stop: ``/readyz`` answers 503 from then on."""
+        self.metrics_host = metrics_host
+        self.metrics_port = metrics_port
+        """Where this worker serves ``/metrics`` (None: nowhere)."""
+        self.round_trips = Histogram()
+        """Seconds from sending a message of commands to the engine to its reply."""
+        self.reconnects = 0
+        """NATS connections lost and made again."""
+        self._sampling: asyncio.Task[None] | None = None
+        self.injector: FaultInjector | None = None
+        """The fault injector around this worker's app, when faults are enabled."""
 
     # ------------------------------------------------------------- lifecycle
 
@@ -159,12 +179,14 @@ class Gateway(Service):
             await self.nc.subscribe(f"{self.subject}.md.changed", cb=self._on_market_note)
         await self.load_keys()
         self._reporting = asyncio.get_running_loop().create_task(self._report_forever())
+        self._sampling = asyncio.get_running_loop().create_task(self.monitor.run())
 
     async def stop(self) -> None:
-        if self._reporting is not None:
-            self._reporting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reporting
+        for task in (self._reporting, self._sampling):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         nc, self.nc = self.nc, None
         if nc is not None:
             with contextlib.suppress(Exception):
@@ -259,6 +281,7 @@ class Gateway(Service):
         self._resync()
 
     async def _reconnected(self) -> None:
+        self.reconnects += 1
         self._resync()
 
     async def _on_market_note(self, msg: Msg) -> None:
@@ -287,6 +310,30 @@ class Gateway(Service):
 
     # ------------------------------------------------------------- Front
 
+    async def not_ready(self) -> str | None:
+        """Why this worker cannot serve now (``GET /readyz``), or None: it asks the engine
+        (``<prefix>.health``), which answers with its own reason or nothing."""
+        if self.draining:
+            return "draining: the gateway is stopping"
+        nc = self.nc
+        if nc is None or not nc.is_connected:
+            return "not connected to NATS"
+        try:
+            msg = await nc.request(
+                f"{self.subject}.health", b"", timeout=min(self.timeout, HEALTH_TIMEOUT)
+            )
+        except nats.errors.NoRespondersError:
+            self._engine_lost()
+            return "the engine is not reachable (no engine process is listening)"
+        except (TimeoutError, nats.errors.Error) as exc:
+            return f"the engine is not reachable ({type(exc).__name__})"
+        if msg.data:
+            return "the engine cannot serve: " + msg.data.decode("utf-8", "replace")
+        if not self.keys_loaded:
+            self._load_soon()
+            return "the API keys are not loaded from the engine yet"
+        return None
+
     def check_writable(self) -> None:
         """The engine process knows; it checks."""
 
@@ -314,6 +361,7 @@ class Gateway(Service):
             wire_params(params.data),
             key.row.api_key if key is not None else None,
             client[0] if client else "unknown",
+            scope.get("request_id", ""),
         )
         reads = self.reads
         if spec.signed or scope["method"] != "GET":
@@ -405,6 +453,7 @@ class Gateway(Service):
         subject = f"{self.subject}.cmd"
         for attempt in (first_attempt, 2):
             data = encode(PackedCommands(commands, first_sent, attempt))
+            sent = perf_counter()
             try:
                 msg = await nc.request(subject, data, timeout=self.timeout)
             except nats.errors.NoRespondersError:
@@ -414,6 +463,7 @@ class Gateway(Service):
                 continue
             except nats.errors.Error as exc:
                 raise engine_unreachable(type(exc).__name__) from None
+            self.round_trips.observe(perf_counter() - sent)
             replies = decode_replies(msg.data)
             answers = replies.answers
             if self.reads is not None:

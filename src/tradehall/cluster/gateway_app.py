@@ -13,6 +13,9 @@ from starlette.types import ASGIApp
 from tradehall.api.app import App, assemble, client_routes
 from tradehall.cluster.gateway import Gateway
 from tradehall.cluster.gateway_streams import GatewayStreams
+from tradehall.cluster.metrics import GatewayCollector, metrics_listener
+from tradehall.metrics.collectors import FanoutCollector, FrontCollector, SimulationCollector
+from tradehall.metrics.exposition import registry_of
 from tradehall.sim.faults import FaultInjector
 from tradehall.stream.routes import routes as stream_routes
 from tradehall.web import pages
@@ -21,16 +24,24 @@ from tradehall.web import pages
 def create_gateway_app(gateway: Gateway) -> App:
     streams = GatewayStreams(gateway, gateway.websocket)
     gateway.connections = lambda: len(streams.connections)
+    registry = registry_of(
+        FrontCollector(gateway.monitor),
+        FanoutCollector(streams),
+        GatewayCollector(gateway),
+        SimulationCollector(lambda: None, lambda: gateway.injector),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with gateway.running(), streams.running():
-            yield
+        with metrics_listener(gateway.metrics_host, gateway.metrics_port, registry):
+            async with gateway.running(), streams.running():
+                yield
 
     app = assemble(client_routes(), gateway, lifespan, gateway.allowed_hosts)
     app.router.routes.extend(stream_routes(streams, gateway.replay, gateway.max_ahead_ms))
-    app.router.routes.extend(pages.routes(operator=False))
+    app.router.routes.extend(pages.routes())
     app.state.streams = streams
+    app.state.metrics = registry
     return app
 
 
@@ -41,4 +52,5 @@ def gateway_asgi(gateway: Gateway) -> ASGIApp:
     faults = gateway.faults
     if faults is None or not faults.enabled:
         return app
-    return FaultInjector(app, faults)
+    gateway.injector = FaultInjector(app, faults)
+    return gateway.injector

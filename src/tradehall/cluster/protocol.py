@@ -11,6 +11,8 @@
 - ``<prefix>.md.changed``: after every commit the engine publishes a ``MarketNote``: the
   symbols whose public data the commit may have changed (gateways' read caches,
   ``cluster.read_cache``).
+- ``<prefix>.health``: request/reply, a gateway's readiness probe (``GET /readyz``): the
+  reply is empty when the engine process can serve, else the reason (UTF-8 text).
 - ``<prefix>.keys``: request/reply, the reply is every API key (a ``KeySet``), with the
   venue's Redis namespace.
 - ``<prefix>.keys.changed``: the engine publishes a ``KeySet`` of keys created or revoked,
@@ -61,6 +63,8 @@ class Forwarded(msgspec.Struct, array_like=True, frozen=True):
     params: dict[str, Any]
     api_key: str | None
     ip: str
+    request_id: str = ""
+    """The request's ``X-Request-Id`` (the engine's log records about it carry it too)."""
 
 
 class Commands(msgspec.Struct, array_like=True, frozen=True):

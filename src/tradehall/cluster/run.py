@@ -86,8 +86,14 @@ def run_engine(
     )
 
 
-def _serve_worker(sock: Any, make_gateway: Callable[[], Gateway]) -> bool:
-    srv = server.GracefulServer(server.uvicorn_config(gateway_asgi(make_gateway())))
+def _serve_worker(sock: Any, make_gateway: Callable[[], Gateway], index: int = 0) -> bool:
+    """Serve one worker; worker ``index`` (0, 1, ...) serves its metrics on the metrics port
+    plus its index (each worker is a target of its own: docs/operations.md)."""
+    gateway = make_gateway()
+    if gateway.metrics_port is not None:
+        gateway.metrics_port += index
+    app = gateway_asgi(gateway)
+    srv = server.GracefulServer(server.uvicorn_config(app), on_exit=server.drain_hook(app))
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, srv.handle_exit)
     srv.run(sockets=[sock])
@@ -135,19 +141,22 @@ DID_NOT_START = 3
 def _supervise(
     sock: Any, workers: int, make_gateway: Callable[[], Gateway], announce: Callable[[], None]
 ) -> None:
-    def spawn() -> int:
+    def spawn(index: int) -> int:
         pid = os.fork()
         if pid == 0:  # the worker
             _die_with_parent()
             code = DID_NOT_START
             try:
-                code = 0 if _serve_worker(sock, make_gateway) else DID_NOT_START
+                code = 0 if _serve_worker(sock, make_gateway, index) else DID_NOT_START
             finally:
                 os._exit(code)
+        indexes[pid] = index
         return pid
 
     started = time.monotonic()
-    children = {spawn() for _ in range(workers)}
+    indexes: dict[int, int] = {}
+    """Each worker's index (its metrics port's offset), handed on to its replacement."""
+    children = {spawn(index) for index in range(workers)}
     stopping = False
     failed = False
 
@@ -177,6 +186,6 @@ def _supervise(
         # A worker that served and then died (killed, crashed) is replaced, however early.
         log.warning("gateway worker %d ended (status %d); starting another", pid, status)
         time.sleep(RESPAWN_PAUSE)  # a worker failing at once must not fork in a tight loop
-        children.add(spawn())
+        children.add(spawn(indexes.pop(pid, 0)))
     if failed:
         raise server.StartError("a gateway worker did not start (see the log above)")

@@ -6,7 +6,7 @@ import contextlib
 import gc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from tradehall.engine.engine import TransferRecord
 from tradehall.engine.events import Trade
@@ -155,6 +155,14 @@ class Store(Protocol):
     ) -> FuturesOrderState | Trigger | None:
         """The most recent futures order or conditional order of ``user`` on ``contract``
         with ``client_id`` (they share one id space: the highest id is the most recent)."""
+        ...
+
+    def admin_log(self, limit: int, before: int | None = None) -> list[tuple[Any, ...]]:
+        """The admin audit trail, newest first (``TABLES["admin_log"]``'s columns)."""
+        ...
+
+    def admin_log_span(self) -> tuple[int, int, int]:
+        """(rows, lowest id, highest id) of the admin audit trail."""
         ...
 
     def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:

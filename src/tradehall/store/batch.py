@@ -53,6 +53,27 @@ class KeyRow:
         )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class AdminLogRow:
+    """One admin action as the audit trail keeps it (its id is given at commit)."""
+
+    time: int
+    actor: str
+    """Who: ``token:<fingerprint>`` (the admin API's token) or ``local`` (the CLI on the data
+    folder, without a server)."""
+    agent: str
+    """Through what, as the caller says: ``cli:<user>@<host>``, ``operator-page``, ``api``."""
+    action: str
+    params: str
+    """The request's parameters (JSON; never a secret)."""
+    result: str
+    """``ok`` or ``refused``."""
+    code: int
+    """0, or the catalogue code of the refusal."""
+    detail: str
+    """What was created or changed (JSON of the answer's identifiers), or the refusal."""
+
+
 class LedgerRow(NamedTuple):
     """One ledger entry as staged (its id is given at commit). Staging builds plain tuples
     of these fields, in this order: a tuple costs a fraction of an object per entry."""
@@ -86,6 +107,7 @@ class Batch:
     """Scalars of the engine's state that no other row carries (the interest clock)."""
     futures: dict[tuple[str, int, str, int], FuturesChanged] = field(default_factory=dict)
     """Futures documents by (kind, user, contract, id): the latest change of each wins."""
+    admin_log: list[AdminLogRow] = field(default_factory=list)
     changes: list[OrderChanged | FuturesChanged] = field(default_factory=list)
     """Every order and futures change in the order they happened, kept (only while someone
     listens: ``Exchange.keep_changes``) for the streams after the commit; never stored."""
@@ -103,6 +125,7 @@ class Batch:
             or self.debts
             or self.engine_state
             or self.futures
+            or self.admin_log
         )
 
     def row_count(self) -> int:
@@ -120,6 +143,7 @@ class Batch:
             + len(self.debts)
             + len(self.engine_state)
             + len(self.futures)
+            + len(self.admin_log)
         )
 
     def symbols(self) -> set[str]:

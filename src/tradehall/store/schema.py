@@ -308,9 +308,51 @@ MIGRATIONS: list[tuple[int, str, list[Step]]] = [
             " WHERE live = 0 AND kind IN ('order', 'trigger')",
         ],
     ),
+    (
+        8,
+        "the admin audit trail: every admin action, who, when, what and the result",
+        [
+            """CREATE TABLE admin_log (
+                id BIGINT PRIMARY KEY,
+                time BIGINT NOT NULL,
+                actor TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                action TEXT NOT NULL,
+                params TEXT NOT NULL,
+                result TEXT NOT NULL,
+                code BIGINT NOT NULL,
+                detail TEXT NOT NULL
+            )""",
+            # Append-only: the store itself refuses to change or remove a row (the audit
+            # checks that the ids run 1..n, so a row removed by other means shows).
+            Only(
+                SQLITE,
+                (
+                    "CREATE TRIGGER admin_log_no_update BEFORE UPDATE ON admin_log"
+                    " BEGIN SELECT RAISE(ABORT, 'admin_log is append-only'); END",
+                    "CREATE TRIGGER admin_log_no_delete BEFORE DELETE ON admin_log"
+                    " BEGIN SELECT RAISE(ABORT, 'admin_log is append-only'); END",
+                ),
+            ),
+            Only(
+                POSTGRESQL,
+                (
+                    """CREATE OR REPLACE FUNCTION admin_log_append_only() RETURNS trigger
+                    LANGUAGE plpgsql AS $$
+                    BEGIN RAISE EXCEPTION 'admin_log is append-only'; END $$""",
+                    "CREATE TRIGGER admin_log_append_only BEFORE UPDATE OR DELETE ON admin_log"
+                    " FOR EACH ROW EXECUTE FUNCTION admin_log_append_only()",
+                    "CREATE TRIGGER admin_log_no_truncate BEFORE TRUNCATE ON admin_log"
+                    " FOR EACH STATEMENT EXECUTE FUNCTION admin_log_append_only()",
+                ),
+            ),
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
+ADMIN_LOG_VERSION = next(v for v, what, _ in MIGRATIONS if what.startswith("the admin audit trail"))
+"""The migration that creates ``admin_log`` (8)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +438,11 @@ TABLES: dict[str, Table] = {
         Table("margin_accounts", ("id", "user_id", "symbol"), ("id",)),
         Table("margin_debts", ("account", "asset", "principal", "interest"), ("account", "asset")),
         Table("engine_state", ("name", "value"), ("name",)),
+        Table(
+            "admin_log",
+            ("id", "time", "actor", "agent", "action", "params", "result", "code", "detail"),
+            ("id",),
+        ),
         Table(
             "futures_docs",
             ("kind", "user_id", "contract", "id", "live", "doc"),

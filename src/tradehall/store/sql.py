@@ -17,6 +17,7 @@ import itertools
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from time import perf_counter
 from typing import Any, ClassVar, Generic, Protocol, TextIO, TypeVar
 
 import msgspec
@@ -56,7 +57,7 @@ from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store import dump, prune
 from tradehall.store.base import FuturesDoc, Snapshot, StoreError, StoreRefused
 from tradehall.store.batch import Batch, KeyRow, UserRow
-from tradehall.store.schema import MIGRATIONS, SQLITE, TABLES, Only, Table
+from tradehall.store.schema import ADMIN_LOG_VERSION, MIGRATIONS, SQLITE, TABLES, Only, Table
 
 Row = tuple[Any, ...]
 _INT64_MAX = 2**63 - 1
@@ -96,6 +97,7 @@ INSERT_TRANSFER = _insert(TABLES["transfers"])
 UPSERT_ORDER = _upsert(ORDERS, "filled", "filled_quote", "held", "status", "updated")
 INSERT_TRADE = _insert(TRADES)
 INSERT_LEDGER = _insert(TABLES["ledger"])
+INSERT_ADMIN_LOG = _insert(TABLES["admin_log"])
 UPSERT_BALANCE = _upsert(TABLES["balances"], "free", "locked")
 UPSERT_BAR = _upsert(TABLES["klines"], "high", "low", "close", "volume", "amount")
 INSERT_MARGIN_ACCOUNT = _insert(TABLES["margin_accounts"])
@@ -249,7 +251,9 @@ def open_orders(rows: Iterable[Row], kinds: dict[str, OrderKind]) -> list[Order]
     return orders
 
 
-def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[Row]]]:
+def batch_rows(
+    batch: Batch, first_ledger_id: int, first_admin_id: int = 1
+) -> Iterator[tuple[str, list[Row]]]:
     """Each non-empty table's statement and rows, in the order a commit writes them."""
     tables: list[tuple[str, list[Row]]] = [
         (INSERT_USER, [(u.id, u.name, u.created) for u in batch.users]),
@@ -273,6 +277,23 @@ def batch_rows(batch: Batch, first_ledger_id: int) -> Iterator[tuple[str, list[R
         (UPSERT_DEBT, [(a, asset, p, i) for (a, asset), (p, i) in batch.debts.items()]),
         (UPSERT_STATE, list(batch.engine_state.items())),
         (UPSERT_FUTURES, [futures_row(e) for e in batch.futures.values()]),
+        (
+            INSERT_ADMIN_LOG,
+            [
+                (
+                    first_admin_id + i,
+                    r.time,
+                    r.actor,
+                    r.agent,
+                    r.action,
+                    r.params,
+                    r.result,
+                    r.code,
+                    r.detail,
+                )
+                for i, r in enumerate(batch.admin_log)
+            ],
+        ),
     ]
     return ((sql, rows) for sql, rows in tables if rows)
 
@@ -301,6 +322,9 @@ class SQLStore(Generic[C]):
         self._next_ledger_id: int | None = None
         self._checkpointed: bool | None = None
         """Whether the ledger_checkpoints table exists (known once asked; migrations reset)."""
+        self._next_admin_id: int | None = None
+        self.last_sync_seconds: float | None = None
+        """How long the last commit's COMMIT took (``/metrics``: the fsync's share)."""
 
     # ------------------------------------------------------------- dialect
 
@@ -437,10 +461,21 @@ class SQLStore(Generic[C]):
             if self._next_ledger_id is None:
                 self._next_ledger_id = self._next_id(conn, "ledger")
             first_ledger_id = self._next_ledger_id
+            first_admin_id = 1
+            if batch.admin_log:
+                if self._next_admin_id is None:
+                    self._next_admin_id = self._next_id(conn, "admin_log")
+                first_admin_id = self._next_admin_id
             with self._batch_transaction(conn):
-                for text, rows in batch_rows(batch, first_ledger_id):
+                for text, rows in batch_rows(batch, first_ledger_id, first_admin_id):
                     self._executemany(conn, self._sql(text), rows)
+                written = perf_counter()
+            # Leaving the transaction commits it: the write-out and the fsync (PostgreSQL's
+            # pipeline also sends the statements then).
+            self.last_sync_seconds = perf_counter() - written
             self._next_ledger_id = first_ledger_id + len(batch.ledger)
+            if batch.admin_log:
+                self._next_admin_id = first_admin_id + len(batch.admin_log)
 
     checkpoints: ClassVar[bool] = False
     """Whether ``checkpoint`` does anything (SQLite's write-ahead log); the group committer
@@ -736,6 +771,30 @@ class SQLStore(Generic[C]):
                 conn, f"SELECT account, asset, SUM(f), SUM(lk) FROM {self._ledger_entries(conn)}"
             )
             return {(a, asset): (int(f), int(lk)) for a, asset, f, lk in rows}
+
+    def admin_log(self, limit: int, before: int | None = None) -> list[tuple[Any, ...]]:
+        """The admin audit trail, newest first: up to ``limit`` rows with an id below
+        ``before`` (all when None), each with the columns of ``TABLES["admin_log"]``."""
+        columns = TABLES["admin_log"].column_list
+        if self.schema_version() < ADMIN_LOG_VERSION:
+            return []
+        with self._failing("reading the admin log"):
+            if before is None:
+                sql = f"SELECT {columns} FROM admin_log ORDER BY id DESC LIMIT ?"
+                return [tuple(r) for r in self._rows(self._conn(), sql, (limit,))]
+            sql = f"SELECT {columns} FROM admin_log WHERE id < ? ORDER BY id DESC LIMIT ?"
+            return [tuple(r) for r in self._rows(self._conn(), sql, (before, limit))]
+
+    def admin_log_span(self) -> tuple[int, int, int]:
+        """(rows, lowest id, highest id) of the admin audit trail ((0, 0, 0) when empty, or
+        when the store's schema predates the trail)."""
+        if self.schema_version() < ADMIN_LOG_VERSION:
+            return 0, 0, 0
+        with self._failing("auditing the admin log"):
+            count, low, high = self._one(
+                self._conn(), "SELECT COUNT(*), MIN(id), MAX(id) FROM admin_log"
+            )
+        return int(count), int(low or 0), int(high or 0)
 
     def ledger_mismatches(self) -> list[tuple[int, str, int, int, int, int]]:
         """Stored balances that differ from their ledger checkpoint plus the sum of their

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tradehall.exchange import Exchange
+from tradehall.metrics.histogram import SIZE_BUCKETS, Histogram
 from tradehall.store.base import StoreError
 from tradehall.store.batch import Batch
 
@@ -52,6 +54,11 @@ class GroupCommitter:
         self._checkpoint: Future[None] | None = None
         self._rows_since_checkpoint = 0
         self._commits_since_checkpoint = 0
+        self.batch_rows = Histogram(SIZE_BUCKETS)
+        self.commit_seconds = Histogram()
+        """From the cut of a batch to its commit's end (what a write waits, at most)."""
+        self.sync_seconds = Histogram()
+        """The COMMIT statement of each commit: the write-out and fsync."""
         self.listeners: list[Callable[[Batch], None]] = []
         """Called on the event loop with each batch once it is committed (the streams' feed).
         A listener must be quick and must not raise; if it does, it is logged and the
@@ -101,6 +108,8 @@ class GroupCommitter:
                 future = self._next or loop.create_future()
                 self._next = None
                 self._inflight = future
+                rows = batch.row_count()
+                cut = time.perf_counter()
                 try:
                     await loop.run_in_executor(self._executor, self.exchange.store.commit, batch)
                 except Exception as exc:  # fail-stop: nothing more is acknowledged
@@ -113,6 +122,11 @@ class GroupCommitter:
                     self._next = None
                     return
                 self.commits += 1
+                self.commit_seconds.observe(time.perf_counter() - cut)
+                self.batch_rows.observe(rows)
+                synced = getattr(self.exchange.store, "last_sync_seconds", None)
+                if synced is not None:
+                    self.sync_seconds.observe(synced)
                 if not future.done():
                     future.set_result(None)
                 for listener in self.listeners:
@@ -120,7 +134,7 @@ class GroupCommitter:
                         listener(batch)
                     except Exception:
                         log.exception("a commit listener failed")
-                self._rows_since_checkpoint += batch.row_count()
+                self._rows_since_checkpoint += rows
                 self._commits_since_checkpoint += 1
                 if (
                     self._rows_since_checkpoint >= CHECKPOINT_ROWS

@@ -54,6 +54,7 @@ class Connection:
     def _drop(self, reason: str) -> None:
         if self._closing is None:
             self._closing = reason
+            self.hub.drops += 1
             log.info("closing a stream connection: %s", reason)
         self._done.set()
 

@@ -160,6 +160,10 @@ class Fanout:
         self.users: dict[str, dict[int, set[Subscriber]]] = {kind: {} for kind in KINDS}
         self.connections: set[Subscriber] = set()
         self.batch = Batch()
+        self.pushes = 0
+        """Frames offered to subscribers (one per subscriber a push went to): ``/metrics``."""
+        self.drops = 0
+        """Connections closed by the server (too slow, silent, revoked key)."""
 
     # ------------------------------------------------------------- subscriptions
 
@@ -224,12 +228,14 @@ class Fanout:
     def publish(self, name: str, frame: bytes) -> None:
         subs = self.channels.get(name)
         if subs:
+            self.pushes += len(subs)
             for sub in list(subs):
                 sub.offer(frame)
 
     def publish_user(self, kind: str, user: int, frame: bytes) -> None:
         subs = self.users[kind].get(user)
         if subs:
+            self.pushes += len(subs)
             for sub in list(subs):
                 sub.offer(frame)
 

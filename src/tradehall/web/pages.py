@@ -6,6 +6,7 @@ from this server, no inline script, style or handler, requests only to this serv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from pathlib import PurePosixPath
 
@@ -13,9 +14,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-
-from tradehall.api.admin import is_loopback
-from tradehall.api.http import AppState
 
 STATIC_PREFIX = "/web/"
 CONTENT_SECURITY_POLICY = (
@@ -69,19 +67,20 @@ def _answer(body: bytes, media: str, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type=media, headers=headers)
 
 
-def routes(*, trader: bool = True, operator: bool = True) -> list[Route]:
+def routes(
+    *, trader: bool = True, operator_allowed: Callable[[Request], bool] | None = None
+) -> list[Route]:
     """The pages' files; the trader's page unless ``trader`` is False (the engine process,
-    which has no client API) and the operator's page unless ``operator`` is False (a gateway,
-    which has no admin API)."""
+    which has no client API) and the operator's page when ``operator_allowed`` is given (not
+    on a gateway, which has no admin API): it says whether a request may open that page (the
+    admin API's address rule, which the app mounting these routes knows)."""
     files = _load_files()
 
     async def trader_page(request: Request) -> Response:
         return _answer(*files["index.html"])
 
     async def operator_page(request: Request) -> Response:
-        state: AppState = request.app.state.tradehall
-        host = request.client.host if request.client else None
-        if not state.admin_remote and not is_loopback(host):
+        if operator_allowed is None or not operator_allowed(request):
             return _answer(_REFUSED_OFF_LOOPBACK.encode(), _TYPES[".html"], 403)
         return _answer(*files["admin.html"])
 
@@ -96,7 +95,7 @@ def routes(*, trader: bool = True, operator: bool = True) -> list[Route]:
         *([Route("/", trader_page, methods=["GET"], include_in_schema=False)] if trader else []),
         *(
             [Route("/admin", operator_page, methods=["GET"], include_in_schema=False)]
-            if operator
+            if operator_allowed is not None
             else []
         ),
         Route(STATIC_PREFIX + "{name:path}", static, methods=["GET"], include_in_schema=False),

@@ -69,6 +69,13 @@ function renderOverview([status, activity, system]) {
   ))));
 }
 
+function renderAdminLog(log) {
+  fillRows($('#admin-log tbody'), log.entries.map((e) => row(
+    num(String(e.id)), formatTime(e.time), e.actor, e.agent, e.action,
+    e.result === 'ok' ? 'ok' : `refused ${e.code}`, e.detail,
+  )), 'no admin action recorded yet');
+}
+
 function renderSimulation(sim) {
   const injected = sim.faults.enabled
     ? Object.entries(sim.faults.injected).map(([kind, n]) => `${kind} ${n}`).join(', ')
@@ -244,6 +251,7 @@ function open(session) {
     watch(() => a.request('GET', '/users'), renderUsers, failed, 3000),
     watch(() => a.request('GET', '/sim'), renderSimulation, failed, 3000),
     watch(() => a.request('GET', '/keys'), renderKeys, failed, 3000),
+    watch(() => a.request('GET', '/admin-log', { limit: 50 }), renderAdminLog, failed, 3000),
     watch(loadUserBalances, renderUserBalances, failed, 3000),
     // The audit also reads the whole ledger from the store: every 10 s is plenty.
     watch(() => a.request('GET', '/audit'), renderAudit, failed, 10000),

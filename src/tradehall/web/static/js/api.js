@@ -198,7 +198,8 @@ export class AdminSession {
   }
 
   request(method, path, params) {
-    const headers = { Authorization: `Bearer ${this.token}` };
+    // The agent header names this page in the admin audit trail.
+    const headers = { Authorization: `Bearer ${this.token}`, 'X-Tradehall-Agent': 'operator-page' };
     if (method === 'GET') {
       const query = queryOf(params);
       return send('GET', `${ADMIN}${path}${query ? `?${query}` : ''}`, headers);

@@ -1,0 +1,76 @@
+"""Structured logs and request ids with real processes: `--log-format json --access-log`
+writes one JSON object per line; a request's X-Request-Id comes back in the answer and is in
+the access log of `serve`, and of both the gateway and the engine behind it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support import ServerProcess, nats_unreachable, start_engine, start_gateway, start_server
+
+LOG_FLAGS = ("--log-format", "json", "--access-log")
+
+
+def get(url: str, request_id: str | None = None) -> tuple[str, Any]:
+    request = urllib.request.Request(url)
+    if request_id is not None:
+        request.add_header("X-Request-Id", request_id)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.headers["x-request-id"], json.loads(answer.read())
+
+
+def records(process: ServerProcess) -> list[dict[str, Any]]:
+    """Every line the stopped process wrote on stderr, each one JSON object."""
+    process.stop(signal.SIGTERM)
+    assert process.proc.stderr is not None
+    lines = [line for line in process.proc.stderr.read().splitlines() if line.strip()]
+    return [json.loads(line) for line in lines]
+
+
+def test_serve_answers_and_logs_the_request_id(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "data", *LOG_FLAGS)
+    try:
+        given, _ = get(server.url + "/spot/open/sapi/v1/time", "trace-42")
+        made, _ = get(server.url + "/spot/open/sapi/v1/time")
+        invalid, _ = get(server.url + "/spot/open/sapi/v1/time", "no spaces allowed")
+    finally:
+        logged = records(server)
+    assert given == "trace-42"
+    assert made and made != invalid and invalid != "no spaces allowed"
+    access = [r for r in logged if r["logger"] == "tradehall.access"]
+    (traced,) = [r for r in access if r.get("request_id") == "trace-42"]
+    assert traced["level"] == "info" and traced["time"].endswith("Z")
+    assert (traced["endpoint"], traced["method"], traced["code"]) == (
+        "/spot/open/sapi/v1/time", "GET", 200,
+    )  # fmt: skip
+    assert traced["duration_ms"] >= 0 and "time 200" in traced["message"]
+    assert {r.get("request_id") for r in access} >= {made, invalid}
+
+
+def test_the_request_id_follows_a_request_to_the_engine(tmp_path: Path) -> None:
+    reason = nats_unreachable()
+    if reason:
+        pytest.skip(reason)
+    subject = f"test-{uuid.uuid4().hex}"
+    engine = start_engine(tmp_path / "data", subject, "--demo", *LOG_FLAGS)
+    try:
+        gateway = start_gateway(subject, *LOG_FLAGS)
+        try:
+            trace = f"follow-{uuid.uuid4().hex[:8]}"
+            answered, _ = get(gateway.url + "/spot/open/sapi/v1/depth?symbol=BTCUSDT", trace)
+        finally:
+            front = records(gateway)
+    finally:
+        back = records(engine)
+    assert answered == trace
+    (at_gateway,) = [r for r in front if r.get("request_id") == trace]
+    (at_engine,) = [r for r in back if r.get("request_id") == trace]
+    assert at_gateway["endpoint"] == at_engine["endpoint"] == "/spot/open/sapi/v1/depth"
+    assert at_gateway["code"] == at_engine["code"] == 200

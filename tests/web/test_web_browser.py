@@ -562,3 +562,20 @@ def test_operator_view_lists_the_admin_actions(venue: Venue, page: Watched) -> N
     expect(latest).to_contain_text("deposit")
     expect(latest).to_contain_text("ok")
     assert page.errors == []
+
+
+def test_operator_view_shows_each_index_source(venue: Venue, page: Watched) -> None:
+    """The "Futures index sources" table: every source of every contract's index, its
+    weight and whether the last index tick used it (a feed pushed by name shows up)."""
+    with venue.admin() as admin:
+        admin.set_index_price("E-ETH-USDT", "2000", feed="pagefeed")
+    p = page.page
+    p.goto(venue.url + "/admin")
+    p.fill("#admin-token", venue.token)
+    p.click("#token-form button[type=submit]")
+    rows = p.locator("#index-sources tbody tr")
+    expect(rows.filter(has_text="E-BTC-USDT").filter(has_text="mid")).to_have_count(1)
+    feed = rows.filter(has_text="E-ETH-USDT").filter(has_text="pagefeed")
+    expect(feed).to_have_count(1, timeout=10_000)
+    expect(feed).to_contain_text("2000.00")  # sampled at the next second's index tick
+    assert page.errors == []

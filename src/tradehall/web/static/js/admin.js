@@ -16,6 +16,7 @@ const state = {
   keysShown: '', // what the key table shows: it is rebuilt only when that changes
   pendingRevoke: null, // { apiKey, timer }: the key whose "Confirm revoke" is awaited
   pendingDeposit: null, // the deposit shown for confirmation
+  contracts: null, // the futures contracts, read once a session
 };
 
 function kv(node, pairs) {
@@ -74,6 +75,22 @@ function renderAdminLog(log) {
     num(String(e.id)), formatTime(e.time), e.actor, e.agent, e.action,
     e.result === 'ok' ? 'ok' : `refused ${e.code}`, e.detail,
   )), 'no admin action recorded yet');
+}
+
+// Each contract's index and its sources, as the last index tick saw them.
+async function loadIndexSources() {
+  const a = state.admin;
+  if (state.contracts === null) {
+    state.contracts = (await a.request('GET', '/markets')).contracts.map((c) => c.symbol);
+  }
+  return Promise.all(state.contracts.map((contract) => a.request('GET', '/futures/index', { contract })));
+}
+
+function renderIndexSources(answers) {
+  fillRows($('#index-sources tbody'), answers.flatMap((x) => x.sources.map((s) => row(
+    x.contract, num(x.indexPrice ?? ''), num(x.markPrice ?? ''), s.name, num(String(s.weight)),
+    num(s.value ?? ''), num(s.ageMs == null ? '' : `${Math.round(s.ageMs / 1000)} s`), s.status,
+  ))), 'no futures contracts');
 }
 
 function renderSimulation(sim) {
@@ -252,6 +269,7 @@ function open(session) {
     watch(() => a.request('GET', '/sim'), renderSimulation, failed, 3000),
     watch(() => a.request('GET', '/keys'), renderKeys, failed, 3000),
     watch(() => a.request('GET', '/admin-log', { limit: 50 }), renderAdminLog, failed, 3000),
+    watch(loadIndexSources, renderIndexSources, failed, 3000),
     watch(loadUserBalances, renderUserBalances, failed, 3000),
     // The audit also reads the whole ledger from the store: every 10 s is plenty.
     watch(() => a.request('GET', '/audit'), renderAudit, failed, 10000),
@@ -265,6 +283,7 @@ function close() {
   state.admin = null;
   state.keys = null;
   state.keysShown = '';
+  state.contracts = null;
   $('#token-form').hidden = false;
   $('#opened').hidden = true;
   $('#admin').hidden = true;

@@ -252,14 +252,32 @@ def _creation_note(cfg: Config, datadir: DataDir) -> str | None:
     return None
 
 
+def _refuse_no_exchange(cfg: Config, datadir: DataDir) -> None:
+    """For a command that must not create an exchange (export, audit): a SQLite folder with
+    no database (a mistyped --data-dir, or a PostgreSQL venue's folder without --database)."""
+    if not cfg.server.database and not datadir.db_path.exists():
+        raise CliError(f"no exchange in {datadir.path}", int(Code.BAD_PARAM))
+
+
+def _refuse_empty_store(store: Store) -> None:
+    if store.schema_version() == 0:  # PostgreSQL: nothing was ever made there
+        raise CliError(
+            "no exchange in this database (its schema was never created)", int(Code.BAD_PARAM)
+        )
+
+
 @contextmanager
-def _offline(cfg: Config, datadir: DataDir) -> Iterator[Exchange]:
+def _offline(cfg: Config, datadir: DataDir, *, existing: bool = False) -> Iterator[Exchange]:
     note = _creation_note(cfg, datadir)
+    if existing:
+        _refuse_no_exchange(cfg, datadir)
     try:
         with datadir.lock():
             store = _open_store(cfg, datadir)
             _say(note)
             try:
+                if existing:
+                    _refuse_empty_store(store)
                 store.migrate()
                 exchange = Exchange(cfg, store, secret_box=datadir.secret_box())
                 exchange.recover()
@@ -292,10 +310,12 @@ def _operate(
     *,
     database: str | None = None,
     log: tuple[str, dict[str, Any]] | None = None,
+    existing: bool = False,
 ) -> None:
     """Run ``online`` through the running server's admin API, else ``offline`` on the store.
     ``log`` (action, parameters) marks an admin action: the server records it in the admin
-    audit trail; offline, it is recorded here, as ``local``, in the action's own commit."""
+    audit trail; offline, it is recorded here, as ``local``, in the action's own commit.
+    ``existing``: offline, refuse a store that holds no exchange rather than create one."""
     try:
         cfg, datadir = _load(config, data_dir, database)
         admin = _running_admin(datadir)
@@ -310,7 +330,7 @@ def _operate(
                 admin.close()
         else:
             try:
-                with _offline(cfg, datadir) as exchange:
+                with _offline(cfg, datadir, existing=existing) as exchange:
                     result = _logged(offline, log)(exchange, now_ms())
             except Reject as exc:
                 raise CliError(exc.msg, int(exc.code)) from None
@@ -571,6 +591,7 @@ def gateway(
                 allowed_hosts=cfg.server.allowed_hosts,
                 metrics_host=metrics_host,
                 metrics_port=metrics_port,
+                drain_s=cfg.server.drain_s,
             )
 
         if metrics_port is not None and metrics_port + workers - 1 > 65535:
@@ -1279,6 +1300,7 @@ def audit(
         lambda ex, ts: keep(ops.audit(ex)),
         _audit_text,
         database=database,
+        existing=True,  # an audit of a mistyped --data-dir must not pass on an empty venue
     )
     if not holder.get("result", {}).get("ok", False):
         raise typer.Exit(1)
@@ -1303,18 +1325,15 @@ def _with_store(
     try:
         cfg, datadir = _load(config, data_dir, database)
         note = _creation_note(cfg, datadir)
-        if existing and not cfg.server.database and not datadir.db_path.exists():
-            raise CliError(f"no exchange in {datadir.path}", int(Code.BAD_PARAM))
+        if existing:
+            _refuse_no_exchange(cfg, datadir)
         try:
             with datadir.lock():
                 store = _open_store(cfg, datadir)
                 _say(note)
                 try:
-                    if existing and store.schema_version() == 0:  # PostgreSQL: nothing made
-                        raise CliError(
-                            "no exchange in this database (its schema was never created)",
-                            int(Code.BAD_PARAM),
-                        )
+                    if existing:
+                        _refuse_empty_store(store)
                     result = action(store, datadir)
                 finally:
                     store.close()

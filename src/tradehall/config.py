@@ -97,6 +97,7 @@ _SERVER_KEYS = (
     "sqlite_synchronous",
     "rate_limits",
     "max_clock_ahead_ms",
+    "drain_s",
     "admin_remote",
     "allowed_hosts",
 )
@@ -172,6 +173,9 @@ class ServerConfig:
     admin token is still required)."""
     allowed_hosts: tuple[str, ...] = ("*",)
     """The ``Host`` header names answered: exact names, ``*.example.com``, or ``*`` (any)."""
+    drain_s: int = 0
+    """Seconds a stopping server (serve, engine, gateway worker) keeps serving with
+    ``/readyz`` at 503 before it stops taking requests: a load balancer's time to notice."""
 
 
 Rate = tuple[int, int]
@@ -613,6 +617,7 @@ def _server_config(doc: _Document, value: object) -> ServerConfig:
         ),
         admin_remote=table.boolean("admin_remote", defaults.admin_remote),
         allowed_hosts=_allowed_hosts(table, defaults.allowed_hosts),
+        drain_s=table.integer("drain_s", 0, 120, defaults.drain_s),
     )
 
 

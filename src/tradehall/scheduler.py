@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from tradehall.engine.commands import AccrueInterest, FuturesTick
-from tradehall.engine.index_sources import NONE, USED
+from tradehall.engine.index_sources import NONE, THIN, USED
 from tradehall.engine.margin import HOUR_MS
 from tradehall.exchange import Exchange
 from tradehall.store.writer import GroupCommitter
@@ -63,6 +63,9 @@ class Scheduler:
                 self._source_status[key] = source.status
                 if source.status == USED:
                     log.info("index source %s of %s is used again", name, symbol)
+                elif source.status == THIN:  # a quiet book: expected, not a fault
+                    log.info("index source %s of %s left out: the book is thinner than its"
+                             " depth", name, symbol)  # fmt: skip
                 elif source.status != NONE:
                     log.warning(
                         "index source %s of %s left out: %s (its value %s ticks, index %s)",

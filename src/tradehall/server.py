@@ -53,16 +53,26 @@ class GracefulServer(uvicorn.Server):
         config: uvicorn.Config,
         on_started: Callable[[], None] | None = None,
         on_exit: Callable[[], None] | None = None,
+        drain_s: float = 0,
     ):
         super().__init__(config)
         self.on_started = on_started
         self.on_exit = on_exit
         """Called when a signal asks the server to stop (``/readyz`` then says draining)."""
+        self.drain_s = drain_s
+        """After the first signal, serve on this long (``/readyz`` answering 503) before
+        stopping: the time a load balancer's probe needs to see the node leave."""
+        self._draining: threading.Timer | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.on_exit is not None:
             self.on_exit()
-        super().handle_exit(sig, frame)
+        if self.drain_s > 0 and self._draining is None and not self.should_exit:
+            self._draining = threading.Timer(self.drain_s, super().handle_exit, (sig, frame))
+            self._draining.daemon = True
+            self._draining.start()
+            return
+        super().handle_exit(sig, frame)  # a second signal stops at once
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -228,7 +238,10 @@ def run(
                 announce(url_for(host, bound_port), demo_info)
 
             server = GracefulServer(
-                uvicorn_config(app), on_started=started, on_exit=drain_hook(app)
+                uvicorn_config(app),
+                on_started=started,
+                on_exit=drain_hook(app),
+                drain_s=cfg.server.drain_s,
             )
             # A signal from now on means a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):

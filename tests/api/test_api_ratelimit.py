@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,22 @@ def test_replay_guards_of_two_venues_do_not_share_signatures() -> None:
         return [await guard.first_use(signature, now + 5000, now) for guard in guards]
 
     assert asyncio.run(uses()) == [True, True, False]  # the third is venue a's again
+
+
+def test_an_unreachable_redis_is_a_503_and_not_ready(tmp_path: Path) -> None:
+    """Nothing listens on the configured Redis: every limited request is refused with 503
+    (-1001, nothing done), never a 500, and /readyz says why, so a load balancer stops
+    sending traffic here; the admin API still answers."""
+    settings = replace(shared_redis_settings(), storage="redis://127.0.0.1:1")
+    with venue(tmp_path / "a", settings, random_ip()) as client:
+        for path in ("/spot/open/sapi/v1/ping", "/spot/open/sapi/v1/depth?symbol=BTCUSDT"):
+            answer = client.request("GET", path, signed=False)
+            assert answer.status_code == 503, answer.text
+            assert answer.json()["code"] == -1001 and "Redis" in answer.json()["msg"]
+        ready = client.request("GET", "/readyz", signed=False)
+        assert ready.status_code == 503
+        assert ready.json() == {
+            "status": "not ready",
+            "reason": "the rate-limit store (Redis) is unreachable",
+        }
+        assert client.request("GET", "/healthz", signed=False).status_code == 200

@@ -152,6 +152,27 @@ def test_an_export_refuses_a_folder_without_an_exchange(tmp_path: Path) -> None:
     assert not typo.exists() and not dump.exists()
 
 
+def test_an_audit_refuses_a_folder_without_an_exchange(tmp_path: Path) -> None:
+    """A cron job auditing a mistyped --data-dir (or a PostgreSQL venue's folder without its
+    --database) must fail, not pass on a new, empty exchange."""
+    typo = tmp_path / "typo"
+    result = cli("audit", "--data-dir", str(typo), "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {"code": -1102, "msg": f"no exchange in {typo}"}
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_an_audit_refuses_a_database_without_an_exchange(backend: Backend, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ("--data-dir", str(data), *backend.server_args(data), "--json")
+    result = cli("audit", *args)
+    assert result.exit_code == 1, result.output
+    assert "no exchange in this database" in json.loads(result.stdout)["msg"]
+    assert cli("db", "upgrade", *args).exit_code == 0
+    assert json.loads(cli("audit", *args).stdout)["ok"] is True
+
+
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_an_export_refuses_a_database_without_an_exchange(backend: Backend, tmp_path: Path) -> None:
     data, dump = tmp_path / "data", tmp_path / "venue.jsonl"

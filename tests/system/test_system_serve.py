@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import tradehall
 from support import tradehall_command
 from tradehall.client import AdminClient, ApiError, Client
 
@@ -329,3 +330,33 @@ def test_configured_clock_tolerance_widens_the_window_ahead(
             answer = client.request("GET", "/spot/open/sapi/v1/account")
             assert answer.status_code == status, answer.text
     assert server.stop() == 0
+
+
+def test_a_stopping_server_drains_for_drain_s_before_it_stops(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """``[server] drain_s``: after SIGTERM the server keeps answering for that long while
+    ``/readyz`` says 503 draining, so a load balancer's probe sees it leave; then it stops
+    cleanly (exit 0)."""
+    config = tmp_path / "drain.toml"
+    default = (Path(tradehall.__file__).parent / "default_config.toml").read_text()
+    config.write_text(default.replace("[server]\n", "[server]\ndrain_s = 3\n", 1))
+    server = server_factory(tmp_path / "data", "--config", str(config))
+
+    def status(path: str) -> int:
+        try:
+            with urllib.request.urlopen(server.url + path, timeout=2) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as refused:
+            return int(refused.code)
+
+    assert status("/readyz") == 200
+    server.proc.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    seen = []
+    while time.monotonic() - started < 2.0:
+        seen.append((status("/readyz"), status("/spot/open/sapi/v1/ping")))
+        time.sleep(0.2)
+    assert seen and set(seen) == {(503, 200)}, seen  # not ready, still serving
+    assert server.proc.wait(15) == 0
+    assert time.monotonic() - started >= 3.0

@@ -121,7 +121,7 @@ class AppState:
             reason = check()
             if reason is not None:
                 return reason
-        return None
+        return await self.limiter.unreachable() if self.limiter is not None else None
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a store read on the reader thread (history queries)."""

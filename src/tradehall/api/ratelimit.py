@@ -16,8 +16,10 @@ import logging
 import math
 import time
 
+from coredis.exceptions import RedisError
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
 from limits.storage import StorageTypes, storage_from_string
 
 from tradehall.api.errors import ApiError
@@ -59,6 +61,20 @@ def limits_storage(uri: str, namespace: str) -> StorageTypes:
     return storage_from_string(async_storage_uri(uri))
 
 
+STORE_ERRORS: tuple[type[Exception], ...] = (StorageError, RedisError, OSError)
+"""What a shared store (Redis) raises when it cannot be reached or answer."""
+
+
+def store_unreachable() -> ApiError:
+    """A request the shared store (Redis: rate limits, bans, replay guard) could not admit:
+    503, never a 500, and ``/readyz`` says why meanwhile."""
+    return ApiError(
+        Code.INTERNAL,
+        "the rate-limit store (Redis) is unreachable; nothing was done, try again",
+        status=503,
+    )
+
+
 def namespace_unknown() -> ApiError:
     return ApiError(
         Code.INTERNAL,
@@ -96,8 +112,39 @@ class RateLimiter:
             raise namespace_unknown()
         return self._window
 
+    async def unreachable(self) -> str | None:
+        """Why the shared store cannot count requests now (``GET /readyz``), or None."""
+        if self._window is None or not uses_redis(self.settings.storage):
+            return None
+        try:
+            reachable = await self._window.storage.check()
+        except STORE_ERRORS:
+            reachable = False
+        return None if reachable else "the rate-limit store (Redis) is unreachable"
+
     async def admit_ip(self, ip: str) -> None:
         """Before anything else: banned IPs get 418, then the global per-IP limit."""
+        try:
+            await self._admit_ip(ip)
+        except STORE_ERRORS:
+            raise store_unreachable() from None
+
+    async def admit_public(self, ip: str) -> None:
+        try:
+            if not await self._limiter.hit(self._public, ip):
+                await self._refuse(self._public, ip, ip)
+        except STORE_ERRORS:
+            raise store_unreachable() from None
+
+    async def admit_key(self, endpoint: str, api_key: str, ip: str) -> None:
+        item = self._rules.get(endpoint, self._default)
+        try:
+            if not await self._limiter.hit(item, api_key, endpoint):
+                await self._refuse(item, ip, api_key, endpoint)
+        except STORE_ERRORS:
+            raise store_unreachable() from None
+
+    async def _admit_ip(self, ip: str) -> None:
         if not await self._limiter.test(self._ban, ip):
             retry = await self._retry_after(self._ban, ip)
             raise ApiError(
@@ -108,15 +155,6 @@ class RateLimiter:
             )
         if not await self._limiter.hit(self._global, ip):
             await self._refuse(self._global, ip, ip)
-
-    async def admit_public(self, ip: str) -> None:
-        if not await self._limiter.hit(self._public, ip):
-            await self._refuse(self._public, ip, ip)
-
-    async def admit_key(self, endpoint: str, api_key: str, ip: str) -> None:
-        item = self._rules.get(endpoint, self._default)
-        if not await self._limiter.hit(item, api_key, endpoint):
-            await self._refuse(item, ip, api_key, endpoint)
 
     async def _refuse(self, item: RateLimitItem, ip: str, *identifiers: str) -> None:
         retry = await self._retry_after(item, *identifiers)

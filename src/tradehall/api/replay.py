@@ -14,6 +14,7 @@ import heapq
 from typing import Protocol
 
 from tradehall.api.errors import ApiError
+from tradehall.api.ratelimit import STORE_ERRORS, store_unreachable
 from tradehall.codes import Code
 from tradehall.venue import key_prefix, uses_redis
 
@@ -74,5 +75,9 @@ async def check_replay(
     guard: ReplayGuard, signature: str, ts: int, recv_window: int, now: int
 ) -> None:
     expires_at = max(ts + recv_window, now) + EXPIRY_MARGIN_MS
-    if not await guard.first_use(signature.lower(), expires_at, now):
+    try:
+        first = await guard.first_use(signature.lower(), expires_at, now)
+    except STORE_ERRORS:
+        raise store_unreachable() from None
+    if not first:
         raise ApiError(Code.BAD_SIGNATURE, "replayed request: this signature was already used")

@@ -104,12 +104,15 @@ class Gateway(Service):
         faults: FaultSettings | None = None,
         report_every: float = REPORT_EVERY,
         allowed_hosts: tuple[str, ...] = ("*",),
+        drain_s: float = 0,
         metrics_host: str = "127.0.0.1",
         metrics_port: int | None = None,
     ) -> None:
         self.url = url
         self.allowed_hosts = allowed_hosts
         """The ``Host`` names its app answers (``[server] allowed_hosts``)."""
+        self.drain_s = drain_s
+        """Seconds a stopping worker serves on, not ready (``[server] drain_s``)."""
         self.subject = subject
         self.timeout = timeout
         self.clock = clock
@@ -332,7 +335,7 @@ class Gateway(Service):
         if not self.keys_loaded:
             self._load_soon()
             return "the API keys are not loaded from the engine yet"
-        return None
+        return await self.limiter.unreachable() if self.limiter is not None else None
 
     def check_writable(self) -> None:
         """The engine process knows; it checks."""

@@ -93,7 +93,9 @@ def _serve_worker(sock: Any, make_gateway: Callable[[], Gateway], index: int = 0
     if gateway.metrics_port is not None:
         gateway.metrics_port += index
     app = gateway_asgi(gateway)
-    srv = server.GracefulServer(server.uvicorn_config(app), on_exit=server.drain_hook(app))
+    srv = server.GracefulServer(
+        server.uvicorn_config(app), on_exit=server.drain_hook(app), drain_s=gateway.drain_s
+    )
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, srv.handle_exit)
     srv.run(sockets=[sock])

@@ -258,7 +258,12 @@ class Engine:
     def _place_batch(self, cmd: PlaceBatch) -> list[OrderState]:
         self._margin_account(cmd.account, cmd.symbol)
         self.spot.check_batch(cmd.account, cmd.symbol, cmd.orders)
-        checked = [self.spot.validate(order) for order in cmd.orders]
+        checked = []
+        for index, order in enumerate(cmd.orders):
+            try:
+                checked.append(self.spot.validate(order))
+            except Reject as refused:  # named as the request names it
+                raise Reject(refused.code, f"orders[{index}]: {refused.msg}") from None
         self.spot.check_funds(cmd.account, [hold for _, hold in checked])
         start = len(self.spot.events)
         placed = [

@@ -123,7 +123,10 @@ def smoothed(samples: list[tuple[int, int]], start: int, now: int, median: bool)
     spans: list[tuple[int, int]] = []
     for i, (ts, price) in enumerate(samples):
         until = samples[i + 1][0] if i + 1 < len(samples) else now
-        spans.append((price, max(until - max(ts, start), 0)))
+        # The first price stands for the whole window before it too: in a source's first
+        # minute a new price must still hold for half a window to become its value.
+        begin = start if i == 0 else max(ts, start)
+        spans.append((price, max(until - begin, 0)))
     total = sum(d for _, d in spans)
     if total == 0:
         return samples[-1][1]
@@ -182,15 +185,19 @@ def tick(spot: SpotMarkets, contract: ContractSpec, state: ContractState, ts: in
             now = spot_price(spot, contract, name)
         else:
             now = source.fed if source.fed and ts - source.fed_at <= spec.stale_ms else 0
+        if not now:
+            # No price now (a book thinner than the depth, a silent feed): left out, and its
+            # history forgotten, so that it comes back on fresh prices, not on old ones.
+            if source.samples:
+                source.samples.clear()
+                changed = True
+            status = THIN if name == MID else STALE if source.fed else NONE
+            seen[name] = (0, status)
+            continue
         changed |= sample_points(source.samples, now, ts, start)
         value = smoothed(source.samples, start, ts, spec.median)
-        if name not in (MID, LAST) and not now:
-            seen[name] = (value, STALE if source.fed else NONE)
-        elif value:
-            seen[name] = (value, USED)
-            candidates.append((name, value, weight_of(spec, name)))
-        else:
-            seen[name] = (value, THIN if name == MID else NONE)
+        seen[name] = (value, USED)
+        candidates.append((name, value, weight_of(spec, name)))
     if candidates:
         reference = weighted_median([(value, weight) for _, value, weight in candidates])
         kept = []

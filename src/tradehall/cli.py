@@ -22,7 +22,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from tradehall import __version__, adminlog, logs, sandbox, server
+from tradehall import __version__, adminlog, logs, market_import, sandbox, server
 from tradehall import operations as ops
 from tradehall.client import AdminClient, ApiError
 from tradehall.cluster import (
@@ -35,7 +35,7 @@ from tradehall.cluster import (
     LinkError,
 )
 from tradehall.codes import Code, Reject
-from tradehall.config import Config, ConfigError, load_config
+from tradehall.config import Config, ConfigError, load_config, parse_config
 from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
 from tradehall.retention import directly, prune_pass
@@ -76,6 +76,9 @@ funding_app = typer.Typer(
     help="Futures funding (time control).", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(funding_app, name="funding")
+# `tradehall markets` lists the markets; `tradehall markets import` is its one subcommand.
+markets_app = typer.Typer(rich_markup_mode=None)
+app.add_typer(markets_app, name="markets")
 
 DataDirOpt = Annotated[
     Path | None,
@@ -1174,14 +1177,17 @@ def _audit_text(result: Any) -> str:
     return "\n".join([head, *assets])
 
 
-@app.command()
+@markets_app.callback(invoke_without_command=True)
 def markets(
+    ctx: typer.Context,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List assets, spot pairs and futures contracts."""
+    """List assets, spot pairs and futures contracts (`markets import`: mirror a venue's)."""
+    if ctx.invoked_subcommand is not None:
+        return
     _operate(
         config,
         data_dir,
@@ -1619,6 +1625,83 @@ def _options(
     ] = False,
 ) -> None:
     """tradehall: a self-hostable crypto exchange."""
+
+
+@markets_app.command("import")
+def markets_import(
+    symbols: Annotated[
+        Path | None, typer.Option("--symbols", help="The venue's GET /sapi/v1/symbols answer.")
+    ] = None,
+    contracts: Annotated[
+        Path | None,
+        typer.Option("--contracts", help="The venue's GET /fapi/v1/contracts answer."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="TOML file to write [default: stdout].")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a configuration with a family venue's pairs and contracts (docs/operations.md)."""
+    try:
+        if symbols is None and contracts is None:
+            raise CliError("give --symbols, --contracts or both", int(Code.BAD_PARAM))
+        try:
+            listed = market_import.symbol_list(_answer(symbols)) if symbols else None
+            offered = market_import.contract_list(_answer(contracts)) if contracts else None
+            imported = market_import.import_markets(listed, offered)
+        except market_import.ImportRefused as exc:
+            raise CliError(f"cannot import: {exc}", int(Code.BAD_PARAM)) from None
+        sources = [
+            f"{flag} {path}"
+            for flag, path in (("--symbols", symbols), ("--contracts", contracts))
+            if path
+        ]
+        text = market_import.to_toml(imported, sources)
+        try:  # what `serve --config` will read, checked before anything is written
+            parse_config(text, str(out or "<stdout>"))
+        except ConfigError as exc:
+            raise CliError(f"cannot import: {exc}", int(Code.BAD_PARAM)) from None
+        if out is not None:
+            _write_text(out, text)
+        result = {
+            "file": str(out) if out is not None else None,
+            "assets": imported.assets,
+            "pairs": [p["symbol"] for p in imported.pairs],
+            "contracts": [c["symbol"] for c in imported.contracts],
+            "defaults": market_import.DEFAULTS,
+        }
+        if out is None and as_json:
+            result["config"] = text
+        if out is None and not as_json:
+            typer.echo(text, nl=False)
+            return
+        _emit(result, as_json, _imported_text)
+    except CliError as exc:
+        _fail(exc, as_json)
+
+
+def _answer(path: Path) -> object:
+    try:
+        text = path.read_text("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return market_import.parse_answer(text, str(path))
+
+
+def _write_text(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(text, "utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _imported_text(result: Any) -> str:
+    pairs, contracts = len(result["pairs"]), len(result["contracts"])
+    return f"wrote {pairs} pairs and {contracts} contracts to {result['file']}"
 
 
 def main() -> None:

@@ -178,6 +178,7 @@ POSITION_FIELDS = POSITION_NUMBERS | {
     "mtime",
     "lockTime",
     "brokerId",
+    "config",
 }
 LOCAL_TIME = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$")
 
@@ -524,6 +525,7 @@ def test_open_mark_and_close_a_long_against_a_short(env: Env) -> None:
         "indexPrice": D("31000.0"),
         "keepRate": D("0.005"),
         "maxFeeRate": D("0.0006"),
+        "config": {"contractId": 1, "contractName": BTC, "symbol": "BTCUSDT"},
     }
     assert liquidation == D("27135.7")
 
@@ -966,6 +968,7 @@ def test_leverage_margin_mode_and_position_margin(env: Env) -> None:
     added = ok(post(client, "/edit_position_margin", body))
     assert set(added) == POSITION_FIELDS
     assert (added["id"], added["holdAmount"]) == (pos["id"], D("20.5"))
+    assert added["config"] == {"contractId": 1, "contractName": BTC, "symbol": "BTCUSDT"}
     assert (added["ctime"], added["mtime"]) != (pos["ctime"], pos["mtime"])  # a change
     assert added["ctime"] == pos["ctime"]
     taken = ok(post(client, "/edit_position_margin", {**body, "amount": -5.5}))

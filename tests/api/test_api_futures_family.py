@@ -109,6 +109,7 @@ def test_positions_lists_open_positions(env: Env) -> None:
     long_position(env, client)
     (position,) = client.futures_positions()
     assert position["contractName"] == BTC and position["side"] == "BUY"
+    assert position["config"] == {"contractId": 1, "contractName": BTC, "symbol": "BTCUSDT"}
     group = client.futures_account()["account"][0]["positionVos"][0]
     assert position == {
         **group["positions"][0],

@@ -35,6 +35,7 @@ SPOT_V2 = "/spot/open/sapi/v2"
 SPOT_V3 = "/spot/open/sapi/v3"
 MARGIN = SPOT + "/margin"
 ADMIN = "/admin/v1"
+MARKET_KLINE = "/v1/spot/market/kline"
 DOC_URI = "urn:tradehall:openapi"
 ERROR_STATUSES = {"400", "401", "403", "404", "405", "418", "429", "503"}
 
@@ -466,6 +467,14 @@ def spot_calls(env: Env, checker: Checker, spot: str = SPOT) -> None:
     def fails(response: httpx2.Response, status: int, code: int) -> None:
         assert response.status_code == status, response.text
         assert checker.check(response)["code"] == code
+
+    kline = {"symbol": "BTCUSDT", "scaleType": "1min"}
+    assert ok(public.request("GET", MARKET_KLINE, params=kline, signed=False))["data"]["data"]
+    fails(
+        public.request("GET", MARKET_KLINE, params={**kline, "limit": 301}, signed=False),
+        400,
+        -1102,
+    )
 
     fails(
         public.request("GET", spot + "/depth", params={"symbol": "NOPE"}, signed=False), 400, -1121

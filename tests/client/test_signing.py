@@ -318,6 +318,36 @@ def test_async_client_on_the_family_addresses() -> None:
     assert rec.requests[4].url.query == b"limit=5&startTime=1"
 
 
+def test_market_kline_is_an_unsigned_read_at_the_root() -> None:
+    """Both clients read the live venues' candles at ``/v1/spot/market/kline``, unsigned."""
+    reply = {"code": "0", "msg": "SUCCESS", "data": {"data": []}}
+    rec = Recorder(reply)
+
+    async def run() -> Any:
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(rec))
+        client = AsyncClient(
+            "http://exchange.test", API_KEY, SECRET, http=http, clock=lambda: NOW_MS
+        )
+        async with client:
+            answer = await client.market_kline("BTCUSDT", "60min", limit=5)
+        await http.aclose()
+        return answer
+
+    assert asyncio.run(run()) == reply
+    with make_client(rec) as client:
+        assert client.market_kline("btcusdt", "1day") == reply
+    first, second = rec.requests
+    assert (first.url.path, first.url.query) == (
+        "/v1/spot/market/kline",
+        b"symbol=BTCUSDT&scaleType=60min&limit=5",
+    )
+    assert (second.url.path, second.url.query) == (
+        "/v1/spot/market/kline",
+        b"symbol=btcusdt&scaleType=1day",
+    )
+    assert all("X-CH-SIGN" not in r.headers for r in rec.requests)
+
+
 def test_sync_and_async_have_identical_methods() -> None:
     def public(cls: type) -> dict[str, inspect.Signature]:
         return {

@@ -101,6 +101,11 @@ def test_futures_stream_pushes_orders_and_positions(venue: Venue) -> None:
         pushed = next(e for e in alice_events if e["channel"] == "user_position")
         position = pushed["tick"]
         assert pushed["contractName"] == "E-ETH-USDT" and position["side"] == "SELL"
+        assert position["config"] == {
+            "contractId": 2,
+            "contractName": "E-ETH-USDT",
+            "symbol": "ETHUSDT",
+        }
         bob_position = next(e["tick"] for e in bob_events if e["channel"] == "user_position")
         assert bob_position["side"] == "BUY"
         assert all(e["tick"].get("accountType", "futures") == "futures" for e in alice_events)

@@ -426,7 +426,12 @@ def position(fx: Futures, p: Position) -> wire.FuturesPosition:
         price(contract, mark),
         rate(contract.maintenance_rate),
         rate(contract.close_taker_fee),
+        position_config(contract),
     )
+
+
+def position_config(contract: ContractSpec) -> wire.PositionConfig:
+    return wire.PositionConfig(contract.id, contract.symbol, pair_symbol(contract))
 
 
 def margin_coins(fx: Futures) -> list[str]:

@@ -63,6 +63,7 @@ from tradehall.api.requests import (
     MarginOpenOrdersQuery,
     MarginRepayRequest,
     MarginTransferRequest,
+    MarketKlineQuery,
     MyTradesQuery,
     NoQuery,
     OpenOrdersQuery,
@@ -401,6 +402,18 @@ OPERATIONS.update(
             description="With `symbol`, one object; otherwise a list (every pair, or those in"
             " `symbols`). `amount` is the traded value in the quote asset.",
         ),
+        ("GET", spot.MARKET_KLINE): Operation(
+            "marketKline",
+            "Candlesticks in the live venues' shape (oldest first)",
+            "Public",
+            "NONE",
+            wire.MarketKlineAnswer,
+            MarketKlineQuery,
+            description="The candle address of the family's live venues (their public host;"
+            " here the server root): the bars of `/sapi/v1/klines` for `scaleType`, wrapped"
+            ' in the family\'s envelope (`code` "0", `msg` SUCCESS, bars in `data.data`); `id`'
+            " is the open time in ms. Errors are the usual `{code, msg}`.",
+        ),
         ("POST", f"{_S}/asset/transfer"): Operation(
             "assetTransfer",
             "Move funds between the spot and the futures account",
@@ -731,6 +744,7 @@ EXAMPLES: dict[tuple[str, str], dict[str, Any]] = {
 EXAMPLES.update(
     {
         ("GET", f"{_S2}/ticker"): {"symbols": "BTCUSDT,ETHUSDT"},
+        ("GET", spot.MARKET_KLINE): {"symbol": "BTCUSDT", "scaleType": "1min", "limit": 10},
         ("GET", f"{_S3}/historyOrders"): {"symbol": "BTCUSDT", "limit": 10},
         ("POST", f"{_S}/asset/transfer"): {
             "coinSymbol": "USDT",

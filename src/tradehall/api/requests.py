@@ -163,6 +163,15 @@ class KlinesQuery(RequestSchema, frozen=True):
     limit: Annotated[Limit300, limit(100, 300)] = 100
 
 
+class MarketKlineQuery(RequestSchema, frozen=True):
+    """``GET /v1/spot/market/kline``: ``/klines`` with the live venues' parameter name for the
+    interval (``scaleType``)."""
+
+    symbol: Pair
+    scale_type: SpotInterval
+    limit: Annotated[Limit300, limit(100, 300)] = 100
+
+
 class TickerV2Query(RequestSchema, frozen=True):
     """``symbol`` gives one pair's ticker; without it, a list: every pair's, or those named
     in ``symbols``."""

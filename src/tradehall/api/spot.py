@@ -22,6 +22,7 @@ from tradehall.api.requests import (
     DepthQuery,
     HistoryQuery,
     KlinesQuery,
+    MarketKlineQuery,
     MyTradesQuery,
     OpenOrdersQuery,
     OrderQuery,
@@ -43,6 +44,8 @@ from tradehall.units import pow10
 PREFIX = "/spot/open/sapi/v1"
 PREFIX_V2 = "/spot/open/sapi/v2"
 PREFIX_V3 = "/spot/open/sapi/v3"
+MARKET_KLINE = "/v1/spot/market/kline"
+"""The live venues' candle address on their public host (here: the server root)."""
 WINDOW_MS = 7 * 24 * 3600 * 1000
 """The widest startTime..endTime window of the v3 history reads, and their default (the
 last seven days), as the family has it."""
@@ -161,6 +164,17 @@ async def klines(call: Call) -> Any:
     limit: int = req.value("limit")
     bars = call.exchange.marketdata.klines(pair.symbol, interval, limit, call.now)
     return [wire.kline(pair, bar) for bar in bars]
+
+
+async def market_kline(call: Call) -> Any:
+    """``GET /v1/spot/market/kline``: the bars of ``/klines`` in the live venues' shape."""
+    req = reading(call.params, MarketKlineQuery)
+    pair = pair_of(call, req)
+    interval: Interval = req.value("scaleType")
+    limit: int = req.value("limit")
+    bars = call.exchange.marketdata.klines(pair.symbol, interval, limit, call.now)
+    rendered = [wire.market_kline(pair, bar) for bar in bars]
+    return wire.MarketKlineAnswer(data=wire.MarketKlines(rendered))
 
 
 # ------------------------------------------------------------------------- orders
@@ -427,10 +441,14 @@ def routes() -> list[Route]:
 
 
 def family_routes() -> list[Route]:
-    """The family's newer spot reads: the v2 ticker (every pair, best bid and ask) and the
-    v3 history reads. ``v2_aliases`` adds the rest of v2."""
+    """The family's newer spot reads: the v2 ticker (every pair, best bid and ask), the live
+    venues' candles (``/v1/spot/market/kline``) and the v3 history reads. ``v2_aliases``
+    adds the rest of v2."""
     ticker_path = PREFIX_V2 + "/ticker"
-    out = [Route(ticker_path, endpoint(ticker_v2, name=f"GET {ticker_path}"), methods=["GET"])]
+    out = [
+        Route(ticker_path, endpoint(ticker_v2, name=f"GET {ticker_path}"), methods=["GET"]),
+        Route(MARKET_KLINE, endpoint(market_kline, name=f"GET {MARKET_KLINE}"), methods=["GET"]),
+    ]
     for path, fn in (("/historyOrders", history_orders), ("/myTrades", my_trades_v3)):
         name = f"GET {PREFIX_V3}{path}"
         out.append(Route(PREFIX_V3 + path, endpoint(fn, name=name, signed=True), methods=["GET"]))

@@ -152,6 +152,22 @@ class Kline(Wire, frozen=True):
     vol: DecimalText
 
 
+class MarketKline(Wire, frozen=True):
+    """A candlestick of ``GET /v1/spot/market/kline``: ``id`` is its open time in
+    milliseconds (as ``idx``), prices and volume decimal text at the pair's precision."""
+
+    id: Millis
+    open: DecimalText
+    close: DecimalText
+    high: DecimalText
+    low: DecimalText
+    volume: DecimalText
+
+
+class MarketKlines(Wire, frozen=True):
+    bars: list[MarketKline] = msgspec.field(name="data")
+
+
 # ------------------------------------------------------------------------- orders
 
 
@@ -349,6 +365,12 @@ class NoDataAnswer(_Envelope, frozen=True, kw_only=True):
     null}``."""
 
     data: None = None
+
+
+class MarketKlineAnswer(_Envelope, frozen=True, kw_only=True):
+    """The answer to ``GET /v1/spot/market/kline``: candlesticks oldest first, in ``data.data``."""
+
+    data: MarketKlines
 
 
 class TransferAnswer(_Envelope, frozen=True, kw_only=True):
@@ -701,6 +723,17 @@ def kline(pair: PairSpec, bar: Bar) -> Kline:
     )
 
 
+def market_kline(pair: PairSpec, bar: Bar) -> MarketKline:
+    return MarketKline(
+        bar.open_time,
+        price(pair, bar.open),
+        price(pair, bar.close),
+        price(pair, bar.high),
+        price(pair, bar.low),
+        qty(pair, bar.volume),
+    )
+
+
 def depth_levels(pair: PairSpec, levels: list[tuple[int, int]]) -> list[Level]:
     pp, qp = pair.price_precision, pair.quantity_precision
     return [[format_units(p, pp), format_units(q, qp)] for p, q in levels]
@@ -955,8 +988,19 @@ class FuturesTrade(Wire, frozen=True):
     is_buyer: bool
 
 
+class PositionConfig(Wire, frozen=True):
+    """The contract of a position, where clients of the live venues read it from: its id, its
+    name and its trading pair (``symbol``, as the futures order records have it)."""
+
+    contract_id: Id
+    contract_name: ContractName
+    symbol: Symbol
+
+
 class FuturesPosition(Wire, frozen=True):
-    """An open position (``GET /account``, ``POST /edit_position_margin``)."""
+    """An open position (``GET /account``, ``GET /positions``, ``POST /edit_position_margin``,
+    the ``user_position`` push); ``config`` (an addition to the seed's fields) names its
+    contract."""
 
     id: Id
     uid: Id
@@ -992,6 +1036,7 @@ class FuturesPosition(Wire, frozen=True):
     index_price: Number
     keep_rate: Number
     max_fee_rate: Number
+    config: PositionConfig
 
 
 class FuturesPositionItem(FuturesPosition, frozen=True):

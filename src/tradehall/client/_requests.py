@@ -28,6 +28,8 @@ MARGIN = SPOT + "/margin"
 FUTURES = "/futures/open/fapi/v1"
 FUTURES_MARKET = "/fapi/v1"
 """The futures market-data address of ``ticker`` and ``index`` (also under FUTURES)."""
+MARKET_KLINE = "/v1/spot/market/kline"
+"""The live venues' candle address (their public host; tradehall's server root)."""
 
 UNKNOWN_ERROR = -1000
 
@@ -292,6 +294,12 @@ def _order_ref(
 def public(path: str, params: Mapping[str, Any] | None = None) -> Call:
     """An unsigned spot GET."""
     return Call("GET", SPOT + path, params=params)
+
+
+def market_kline(symbol: str, scale_type: str, limit: Limit | None) -> Call:
+    """The live venues' unsigned candle read."""
+    params = {"symbol": symbol, "scaleType": scale_type, "limit": limit}
+    return Call("GET", MARKET_KLINE, params=params)
 
 
 def signed_get(prefix: str, path: str, params: Mapping[str, Any] | None = None) -> Call:

@@ -122,6 +122,11 @@ class Client:
         params = {"symbol": symbol, "interval": interval, "limit": limit}
         return self._call(r.public("/klines", params))
 
+    def market_kline(self, symbol: str, scale_type: str, limit: Limit | None = None) -> Any:
+        """GET /v1/spot/market/kline: the candles in the live venues' shape,
+        ``{"code": "0", "msg": "SUCCESS", "data": {"data": [bars]}}``."""
+        return self._call(r.market_kline(symbol, scale_type, limit))
+
     # --- spot trading -------------------------------------------------------------------------
 
     def create_order(

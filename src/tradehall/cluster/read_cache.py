@@ -41,6 +41,7 @@ MARKET_PARAMS: dict[Handler, str] = {
     spot.ticker: "symbol",
     spot.trades: "symbol",
     spot.klines: "symbol",
+    spot.market_kline: "symbol",
     spot.ticker_v2: "symbol",  # one pair's with it; without it, a list (ANY)
     futures.depth: "contractName",
     futures.ticker: "contractName",

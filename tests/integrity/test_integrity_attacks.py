@@ -23,6 +23,7 @@ from tradehall.codes import Reject
 from tradehall.config import load_config
 from tradehall.engine import audit
 from tradehall.engine.commands import (
+    CancelOrder,
     Deposit,
     FuturesPlace,
     FuturesTick,
@@ -323,3 +324,21 @@ def test_two_colluding_accounts_cannot_drain_the_insurance_fund(data: st.DataObj
         assert venue.fund_balance() >= fund, step
         fund = venue.fund_balance()
     venue.audit_ok()
+
+
+def test_a_source_that_goes_quiet_is_left_out_not_frozen() -> None:
+    """The audit's finding: the book behind the mid emptied and the mid kept its old value
+    (weight 2) for minutes, holding the index 11 % above a market the other sources showed.
+    A source with no price now is left out at once and comes back on fresh prices only."""
+    venue = Venue(IndexSpec(weights=(("mid", 2), ("last", 1), ("feed", 2))))
+    honest_book(venue)
+    for order_id in list(venue.engine.spot.books[PAIR].orders):
+        order = venue.engine.spot.books[PAIR].orders[order_id]
+        venue.apply(CancelOrder(venue.ts, order.account, PAIR, order_id))
+    for _ in range(90):  # the market moves 10 % down; the feed shows it, no trade prints
+        venue.apply(SetIndexPrice(venue.ts, BTC_F, FUT * 90 // 100, "feed"))
+        venue.tick()
+    sources = venue.fx.states[BTC_F].sources
+    assert sources["mid"].status == "thin" and sources["mid"].samples == []
+    assert sources["feed"].status == "used"
+    assert venue.index() < FUT * 95 // 100  # followed the live sources down

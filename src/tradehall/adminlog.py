@@ -23,8 +23,9 @@ MAX_PARAMS = 2000
 MAX_DETAIL = 1000
 MAX_AGENT = 80
 _HIDDEN = ("secret", "token", "password")
-_SUMMARY = ("id", "userId", "apiKey", "account", "asset", "amount", "txId", "contract",
-            "indexPrice", "revoked", "started", "stopped", "running")  # fmt: skip
+_SUMMARY = ("id", "userId", "apiKey", "account", "asset", "amount", "txId", "duplicate",
+            "contract", "indexPrice", "feed", "feedPrice", "revoked", "started", "stopped",
+            "running", "cancelledOrders", "closedPositions", "spot", "futures")  # fmt: skip
 """The answer fields a success's ``detail`` keeps: what was created or changed."""
 
 

@@ -84,3 +84,15 @@ def test_the_trail_is_append_only_and_a_missing_entry_fails_the_audit(env: Env) 
     report = env.admin.audit()
     assert not report["ok"]
     assert report["problems"] == ["admin log: 2 entries with ids 1..3: entries are missing"]
+
+
+def test_a_duplicate_deposit_and_a_feed_say_so_in_the_trail(env: Env) -> None:
+    """A repeated deposit credits nothing: its entry must say duplicate, or an auditor adds
+    it up twice; an index feed's entry names the feed and its price."""
+    user = env.admin.create_user("bob")
+    env.admin.deposit(user["id"], "USDT", "100", "tx-dup")
+    env.admin.deposit(user["id"], "USDT", "100", "tx-dup")
+    env.admin.set_index_price("E-BTC-USDT", "30000", feed="venue-x")
+    fed, again, first = log(env)[:3]
+    assert '"duplicate":true' in again["detail"] and '"duplicate":false' in first["detail"]
+    assert '"feed":"venue-x"' in fed["detail"] and '"feedPrice":"30000.0"' in fed["detail"]

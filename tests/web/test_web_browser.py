@@ -556,6 +556,7 @@ def test_operator_view_lists_the_admin_actions(venue: Venue, page: Watched) -> N
     p.fill("#deposit-asset", "usdt")
     p.fill("#deposit-amount", "7")
     p.click("#deposit-form button")
+    p.click("#deposit-yes")  # a deposit is confirmed in a second step
     expect(p.locator("#action-message")).to_contain_text("Deposited 7 USDT")
     latest = p.locator("#admin-log tbody tr").first
     expect(latest).to_contain_text("operator-page")

@@ -12,10 +12,9 @@ canceled (the order ends CANCELED with what it got).
 from __future__ import annotations
 
 from tradehall.codes import Code, Reject
+from tradehall.engine.contracts import RATE_ONE
 from tradehall.engine.orders import BUY
 from tradehall.units import format_units, format_units_trimmed
-
-RATE_ONE = 10**8
 
 
 def edge(reference: int, band: int, side: str) -> int:

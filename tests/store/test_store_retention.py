@@ -37,6 +37,9 @@ from tradehall.store.writer import GroupCommitter
 
 MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
 NOW = time.time_ns() // 1_000_000
+"""The test's now: set again as each test starts (``fresh_now``), since `db prune` horizons
+are measured from the wall clock, and a suite can run for many minutes after this module is
+imported."""
 ANN, MAKER, TAKER = 1, 2, 3
 """A user and the simulation's two participants on BTCUSDT (their user names make them so)."""
 SIM = {MAKER, TAKER}
@@ -87,7 +90,14 @@ def venue(exchange: Exchange) -> None:
     run(exchange, trading(3, NOW - 25 * MINUTE, 2400, 500), 50)  # until 5 minutes ago
 
 
-def cutoff(kind: str, account: int, now: int = NOW) -> int:
+@pytest.fixture(autouse=True)
+def fresh_now() -> None:
+    global NOW
+    NOW = time.time_ns() // 1_000_000
+
+
+def cutoff(kind: str, account: int, now: int | None = None) -> int:
+    now = NOW if now is None else now
     if account in SIM:
         return now - SIM_HORIZON
     if kind == "ledger" and account <= 0:
@@ -95,9 +105,10 @@ def cutoff(kind: str, account: int, now: int = NOW) -> int:
     return now - DEFAULTS[kind]
 
 
-def expected_after(rows: dict[str, list[Any]], now: int = NOW) -> dict[str, set[int]]:
+def expected_after(rows: dict[str, list[Any]], now: int | None = None) -> dict[str, set[int]]:
     """The ids each table keeps at ``now``, by the documented rules (independently of the
     store's code)."""
+    now = NOW if now is None else now
     orders, trades, ledger = rows["orders"], rows["trades"], rows["ledger"]
     top_order, top_trade, top_ledger = (max(r[0] for r in t) for t in (orders, trades, ledger))
     recent = sorted(r[0] for r in trades)[-1000]

@@ -31,10 +31,15 @@ max_message_bytes = 1024
 
 
 def write_config(path: Path) -> Path:
+    """The built-in config with the streams' settings, and E-ETH-USDT indexed by the operator
+    alone: its tests set the index and need it to stay where they put it (a spot-sourced
+    index moves back toward its spot market's prices every second)."""
     text = resources.files("tradehall").joinpath("default_config.toml").read_text("utf-8")
     start = text.index("[websocket]")
     end = text.index("\n# ---", start)
-    path.write_text(text[:start] + STREAM_SETTINGS.strip() + "\n" + text[end:])
+    text = text[:start] + STREAM_SETTINGS.strip() + "\n" + text[end:]
+    assert text.count('index_source = "ETHUSDT"') == 1
+    path.write_text(text.replace('index_source = "ETHUSDT"', 'index_source = "operator"'))
     return path
 
 

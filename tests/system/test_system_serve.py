@@ -340,7 +340,8 @@ def test_a_stopping_server_drains_for_drain_s_before_it_stops(
     cleanly (exit 0)."""
     config = tmp_path / "drain.toml"
     default = (Path(tradehall.__file__).parent / "default_config.toml").read_text()
-    config.write_text(default.replace("[server]\n", "[server]\ndrain_s = 3\n", 1))
+    assert "\ndrain_s = 0 " in default
+    config.write_text(default.replace("\ndrain_s = 0 ", "\ndrain_s = 3 ", 1))
     server = server_factory(tmp_path / "data", "--config", str(config))
 
     def status(path: str) -> int:

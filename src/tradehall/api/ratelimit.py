@@ -12,11 +12,11 @@ server processes share them).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
 
-from coredis.exceptions import RedisError
 from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
@@ -61,8 +61,14 @@ def limits_storage(uri: str, namespace: str) -> StorageTypes:
     return storage_from_string(async_storage_uri(uri))
 
 
-STORE_ERRORS: tuple[type[Exception], ...] = (StorageError, RedisError, OSError)
-"""What a shared store (Redis) raises when it cannot be reached or answer."""
+@functools.cache
+def store_errors() -> tuple[type[Exception], ...]:
+    """What a shared store (Redis) raises when it cannot be reached or answer. Evaluated when
+    an exception reaches an ``except store_errors():``: the Redis driver (a quarter of a second
+    to import) is loaded only by a process that uses it."""
+    from coredis.exceptions import RedisError
+
+    return (StorageError, RedisError, OSError)
 
 
 def store_unreachable() -> ApiError:
@@ -118,7 +124,7 @@ class RateLimiter:
             return None
         try:
             reachable = await self._window.storage.check()
-        except STORE_ERRORS:
+        except store_errors():
             reachable = False
         return None if reachable else "the rate-limit store (Redis) is unreachable"
 
@@ -126,14 +132,14 @@ class RateLimiter:
         """Before anything else: banned IPs get 418, then the global per-IP limit."""
         try:
             await self._admit_ip(ip)
-        except STORE_ERRORS:
+        except store_errors():
             raise store_unreachable() from None
 
     async def admit_public(self, ip: str) -> None:
         try:
             if not await self._limiter.hit(self._public, ip):
                 await self._refuse(self._public, ip, ip)
-        except STORE_ERRORS:
+        except store_errors():
             raise store_unreachable() from None
 
     async def admit_key(self, endpoint: str, api_key: str, ip: str) -> None:
@@ -141,7 +147,7 @@ class RateLimiter:
         try:
             if not await self._limiter.hit(item, api_key, endpoint):
                 await self._refuse(item, ip, api_key, endpoint)
-        except STORE_ERRORS:
+        except store_errors():
             raise store_unreachable() from None
 
     async def _admit_ip(self, ip: str) -> None:

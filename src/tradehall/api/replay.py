@@ -14,7 +14,7 @@ import heapq
 from typing import Protocol
 
 from tradehall.api.errors import ApiError
-from tradehall.api.ratelimit import STORE_ERRORS, store_unreachable
+from tradehall.api.ratelimit import store_errors, store_unreachable
 from tradehall.codes import Code
 from tradehall.venue import key_prefix, uses_redis
 
@@ -77,7 +77,7 @@ async def check_replay(
     expires_at = max(ts + recv_window, now) + EXPIRY_MARGIN_MS
     try:
         first = await guard.first_use(signature.lower(), expires_at, now)
-    except STORE_ERRORS:
+    except store_errors():
         raise store_unreachable() from None
     if not first:
         raise ApiError(Code.BAD_SIGNATURE, "replayed request: this signature was already used")

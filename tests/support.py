@@ -13,13 +13,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from starlette.testclient import TestClient
+from starlette.types import ASGIApp
 
 from tradehall.api.app import create_app
 from tradehall.api.http import AppState
@@ -28,7 +29,7 @@ from tradehall.cluster import DEFAULT_READ_CACHE_MS
 from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.gateway import Gateway
 from tradehall.cluster.gateway_app import create_gateway_app
-from tradehall.config import LimitSettings, load_config
+from tradehall.config import Config, LimitSettings, load_config
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
 from tradehall.secretbox import SecretBox
@@ -158,10 +159,17 @@ class SplitAdmin(AdminClient):
 
 @contextlib.contextmanager
 def split_apps(
-    exchange: Exchange, clock: FakeClock, *, read_cache_ms: int = DEFAULT_READ_CACHE_MS
+    exchange: Exchange,
+    clock: FakeClock,
+    *,
+    read_cache_ms: int = DEFAULT_READ_CACHE_MS,
+    limits: LimitSettings | None = None,
+    wrap: Callable[[ASGIApp], ASGIApp] = lambda app: app,
 ) -> Iterator[tuple[TestClient, EngineService, Gateway, TestClient]]:
     """The engine process's app (admin API) with its NATS service, and a gateway's app (the
-    client API), each on its own event loop as in two processes, over the test NATS."""
+    client API, its rate limits ``limits``, off by default; wrapped in ``wrap``), each on its
+    own event loop as in two processes, over the test NATS. The gateway serves the
+    self-service accounts when the exchange's configuration does."""
     subject = f"test-{uuid.uuid4().hex}"
     services: list[EngineService] = []
 
@@ -180,22 +188,31 @@ def split_apps(
     gateway = Gateway(
         NATS_URL,
         subject,
-        limits=LimitSettings(enabled=False),
+        limits=limits or LimitSettings(enabled=False),
         clock=clock,
         read_cache_ms=read_cache_ms,
+        self_service=exchange.config.sandbox.self_service,
     )
-    with TestClient(engine_app) as engine_http, TestClient(create_gateway_app(gateway)) as http:
+    with (
+        TestClient(engine_app) as engine_http,
+        TestClient(wrap(create_gateway_app(gateway))) as http,
+    ):
         yield engine_http, services[0], gateway, http
 
 
-def make_exchange(db_path: Path | None = None, *, store: Store | None = None) -> Exchange:
+def make_exchange(
+    db_path: Path | None = None, *, store: Store | None = None, config: Config | None = None
+) -> Exchange:
     """A recovered exchange with every invariant checked after every command: on the SQLite
-    file ``db_path``, or on ``store`` when given."""
+    file ``db_path``, or on ``store`` when given; the built-in configuration unless
+    ``config``."""
     if store is None:
         assert db_path is not None
         store = SQLiteStore(db_path, "normal")
     store.migrate()
-    exchange = Exchange(load_config(), store, secret_box=TEST_SECRET_BOX, check_invariants=True)
+    exchange = Exchange(
+        config or load_config(), store, secret_box=TEST_SECRET_BOX, check_invariants=True
+    )
     exchange.recover()
     return exchange
 

@@ -595,6 +595,7 @@ def gateway(
                 metrics_host=metrics_host,
                 metrics_port=metrics_port,
                 drain_s=cfg.server.drain_s,
+                self_service=cfg.sandbox.self_service,
             )
 
         if metrics_port is not None and metrics_port + workers - 1 > 65535:

@@ -56,6 +56,7 @@ _TOP_KEYS = (
     "simulation",
     "admin",
     "retention",
+    "sandbox",
 )
 _ADMIN_KEYS = ("max_deposit",)
 _WEBSOCKET_KEYS = (
@@ -78,6 +79,8 @@ _LIMIT_KEYS = (
     "global_per_ip",
     "ban_after",
     "ban_seconds",
+    "self_service_per_ip",
+    "self_service_global",
 )
 _MARGIN_KEYS = (
     "symbol",
@@ -201,6 +204,10 @@ class LimitSettings:
     ban_after: int = 50
     """Refusals (429) from one IP within 60 s beyond which it is banned."""
     ban_seconds: int = 120
+    self_service_per_ip: Rate = (5, 3600)
+    """Self-service accounts (``[sandbox] self_service``) one IP may create."""
+    self_service_global: Rate = (100, 3600)
+    """Self-service accounts every IP together may create."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +266,27 @@ class RetentionSettings:
     long as users')."""
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxSettings:
+    """Self-service accounts (``[sandbox]``, docs/api.md "Self-service accounts"); their
+    creation's rate limits are ``[limits] self_service_per_ip`` and ``self_service_global``."""
+
+    self_service: bool = False
+    """The public endpoints under /sandbox/v1 and the trader page's "Create a test account"."""
+    spot: dict[str, Decimal] = field(default_factory=dict)
+    """A new account's spot funds, by asset; empty: what ``serve --demo`` gives the demo
+    account."""
+    futures: dict[str, Decimal] = field(default_factory=dict)
+    """Its futures funds, by margin coin; empty: the demo account's (a tenth of its spot
+    funding of each margin coin)."""
+    faucet_per_day: int = 3
+    """Faucet top-ups an account may take per UTC day."""
+    max_accounts: int = 1000
+    """Self-service accounts whose key is live (not expired, not revoked) at most."""
+    key_expiry_s: int = 7 * 86_400
+    """A self-service key unused (no signed request) for this long is refused, then revoked."""
+
+
 MIN_HISTORY_DAYS = 7
 """The shortest horizon for users' orders and trades: the v3 history endpoints' window."""
 
@@ -274,6 +302,7 @@ class Config:
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     admin: AdminSettings = field(default_factory=AdminSettings)
     retention: RetentionSettings = RetentionSettings()
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
 
 
 class ConfigError(Exception):
@@ -333,6 +362,9 @@ def parse_config(text: str, source: str) -> Config:
 
     simulation = parse_simulation(source, text, root.get("simulation", {}), markets)
     retention = _retention(doc, root.get("retention", {}))
+    from tradehall.config_sandbox import parse_sandbox  # it builds on this module
+
+    sandbox = parse_sandbox(doc, root.get("sandbox", {}), markets, admin)
     return Config(
         server=server,
         markets=markets,
@@ -342,6 +374,7 @@ def parse_config(text: str, source: str) -> Config:
         simulation=simulation,
         admin=admin,
         retention=retention,
+        sandbox=sandbox,
     )
 
 
@@ -671,6 +704,8 @@ def _limits(doc: _Document, value: object, enabled: bool) -> LimitSettings:
         global_per_ip=_rate(table, "global_per_ip", defaults.global_per_ip),
         ban_after=table.integer("ban_after", 1, 1_000_000, defaults.ban_after),
         ban_seconds=table.integer("ban_seconds", 1, 86_400 * 30, defaults.ban_seconds),
+        self_service_per_ip=_rate(table, "self_service_per_ip", defaults.self_service_per_ip),
+        self_service_global=_rate(table, "self_service_global", defaults.self_service_global),
     )
 
 
@@ -712,6 +747,27 @@ def _ceiling(table: _Table, key: str) -> Decimal:
     if value <= 0:
         raise table.error(key, f"must be above 0, got {_plain(value)}")
     return value
+
+
+def asset_amounts(
+    parent: _Table, key: str, markets: MarketsSpec, *, coins: bool
+) -> dict[str, Decimal]:
+    """``parent``'s ``key``: a table ``{ASSET = "amount"}`` of this exchange's assets (with
+    ``coins``, of its margin coins), amounts not negative (``[simulation.reset]``,
+    ``[sandbox]``)."""
+    raw = parent.values.get(key, {})
+    table = _Table(parent.doc, parent.doc.table(raw, parent.field(key)), parent.path)
+    allowed = {c.margin_coin for c in markets.contracts.values()} if coins else markets.assets
+    out: dict[str, Decimal] = {}
+    for asset in table.values:
+        if asset.upper() not in allowed:
+            what = "a margin coin" if coins else "an asset"
+            raise parent.error(key, f"{asset!r} is not {what} of this exchange")
+        amount = table.decimal(asset)
+        if amount < 0:
+            raise parent.error(key, f"{asset}: must not be negative, got {_plain(amount)}")
+        out[asset.upper()] = amount
+    return out
 
 
 _RETENTION_KEYS = (

@@ -10,7 +10,14 @@ from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 
-from tradehall.config import ConfigError, _Document, _plain, _Table, locate_line
+from tradehall.config import (
+    ConfigError,
+    _Document,
+    _plain,
+    _Table,
+    asset_amounts,
+    locate_line,
+)
 from tradehall.engine.markets import MarketsSpec
 from tradehall.sim.replay import ReplayError, load_points
 from tradehall.sim.settings import (
@@ -286,16 +293,4 @@ def _balances(
     """``[simulation.reset]`` ``spot``/``futures``: ``{ASSET = "amount"}``."""
     reset = _Table(doc, doc.table(value, "simulation.reset"), "simulation.reset")
     doc.check_keys(reset.values, "simulation.reset", _RESET_KEYS)
-    raw = reset.values.get(key, {})
-    table = _Table(doc, doc.table(raw, f"simulation.reset.{key}"), "simulation.reset")
-    allowed = {c.margin_coin for c in markets.contracts.values()} if coins else markets.assets
-    out: dict[str, Decimal] = {}
-    for asset in table.values:
-        if asset.upper() not in allowed:
-            what = "a margin coin" if coins else "an asset"
-            raise reset.error(key, f"{asset!r} is not {what} of this exchange")
-        amount = table.decimal(asset)
-        if amount < 0:
-            raise reset.error(key, f"{asset}: must not be negative, got {_plain(amount)}")
-        out[asset.upper()] = amount
-    return out
+    return asset_amounts(reset, key, markets, coins=coins)

@@ -28,6 +28,7 @@ from tradehall.engine.futures_model import (
 from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
+from tradehall.selfservice_state import SelfServiceBook
 from tradehall.store.base import Store, StoreError, collector_paused
 from tradehall.store.batch import ACCRUED_HOUR, AdminLogRow, Batch, KeyRow, UserRow
 
@@ -112,6 +113,8 @@ class Exchange:
         views rendered from a book (``GET /depth``) stay valid while it stands still."""
         self.stats = ExchangeStats()
         """Counts for ``/metrics``, kept where the events already pass."""
+        self.selfservice = SelfServiceBook(config.sandbox.key_expiry_s * 1000)
+        """The self-service accounts (``[sandbox]``): their keys' last use, their faucet."""
 
     # ----------------------------------------------------------------- recovery
 
@@ -134,6 +137,7 @@ class Exchange:
                 key = stored
                 self.pending.keys[key.api_key] = self._sealed(key)
             self.keys[key.api_key] = ApiKey(key, parse_networks(key.ips))
+        self.selfservice.restore(snap.engine_state, self.keys)
         for account, asset, free, locked in snap.balances:
             self.engine.restore_balance(account, asset, free, locked)
         for tx_id, record in snap.transfers:

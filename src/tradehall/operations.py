@@ -161,11 +161,12 @@ def transfer(
     deposit no larger than ``[admin] max_deposit``."""
     ex.require_user(user_id)
     if kind == "deposit":
-        _check_ceiling(ex, _name(asset), amount)
+        check_deposit(ex, _name(asset), amount)
     return _external(ex, kind, user_id, asset, amount, tx_id, ts)
 
 
-def _check_ceiling(ex: Exchange, asset: str, amount: str) -> None:
+def check_deposit(ex: Exchange, asset: str, amount: str) -> None:
+    """Refuse a deposit of ``amount`` of ``asset`` above ``[admin] max_deposit``."""
     ceiling = ex.config.admin.deposit_ceiling(asset)
     if ceiling is None:
         return

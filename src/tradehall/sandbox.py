@@ -46,8 +46,9 @@ def starting_balances(ex: Exchange, user_id: int) -> tuple[dict[str, int], dict[
     """(spot, futures) balances in units that ``user_id`` is reset to: a simulation
     participant's own starting funds (what the simulation deposited for it: a maker given a
     trader's balances would hold more than its inventory bound lets it quote against, and
-    stop quoting one side); for anyone else ``[simulation.reset]``, by default what
-    ``serve --demo`` gives the demo account."""
+    stop quoting one side); a self-service account's ``[sandbox]`` funds; for anyone else
+    ``[simulation.reset]``. Either, by default, what ``serve --demo`` gives the demo
+    account."""
     assets = ex.config.markets.assets
     name = ex.users[user_id].name
     market = participant_market(name)
@@ -61,11 +62,20 @@ def starting_balances(ex: Exchange, user_id: int) -> tuple[dict[str, int], dict[
         if market in ex.config.markets.contracts:
             return {}, funded  # a futures participant's funds were all moved to futures
         return funded, {}
-    configured = ex.config.simulation
-    spot = dict(configured.reset_spot) or {
+    if user_id in ex.selfservice.users:
+        return funds(ex, ex.config.sandbox.spot, ex.config.sandbox.futures)
+    return funds(ex, ex.config.simulation.reset_spot, ex.config.simulation.reset_futures)
+
+
+def funds(
+    ex: Exchange, spot: dict[str, Decimal], futures: dict[str, Decimal]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Configured (spot, futures) funds in units; an empty side is the demo account's."""
+    assets = ex.config.markets.assets
+    spot = spot or {
         asset: Decimal(ops.DEMO_FUNDS.get(asset, ops.DEMO_DEFAULT_FUNDS)) for asset in assets
     }
-    futures = dict(configured.reset_futures) or {
+    futures = futures or {
         coin: Decimal(ops.DEMO_FUNDS.get(coin, ops.DEMO_DEFAULT_FUNDS)) * ops.DEMO_FUTURES_SHARE
         for coin in ops.margin_coins(ex)
     }

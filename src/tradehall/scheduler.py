@@ -1,6 +1,7 @@
 """Time-driven work as commands: the scheduler reads the clock and applies commands (hourly
 margin interest; every second, a futures tick that refreshes index and mark prices, samples
-the premium, settles funding when due and liquidates what the prices call for); it never
+the premium, settles funding when due and liquidates what the prices call for, and the
+revocation of self-service keys unused for too long); it never
 changes state behind the engine's back. Commands are durable like
 any other, so a restart resumes where the last committed one left off (missed hours are charged
 by the first accrual after the restart)."""
@@ -12,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from tradehall import selfservice
 from tradehall.engine.commands import AccrueInterest, FuturesTick
 from tradehall.engine.index_sources import NONE, THIN, USED
 from tradehall.engine.margin import HOUR_MS
@@ -45,6 +47,7 @@ class Scheduler:
         if margin.accrued_hour is None or now // HOUR_MS > margin.accrued_hour:
             self.exchange.apply(AccrueInterest(now))
             await self.committer.durable_shielded()
+        selfservice.sweep(self.exchange, now)  # self-service keys unused too long: revoked
         # Prices: spot band references, futures index and mark, funding, liquidations.
         self.exchange.apply(FuturesTick(now))
         self._log_index_sources()

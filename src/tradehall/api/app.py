@@ -18,7 +18,17 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tradehall import logs
-from tradehall.api import admin, asset, futures, health, margin, openapi, scrape, spot
+from tradehall.api import (
+    admin,
+    asset,
+    futures,
+    health,
+    margin,
+    openapi,
+    scrape,
+    selfservice,
+    spot,
+)
 from tradehall.api.auth import MAX_AHEAD_MS
 from tradehall.api.guard import ANY_HOST, SECURITY_HEADERS, HostRule, host_of, secured
 from tradehall.api.http import (
@@ -235,11 +245,12 @@ Companion = Callable[[AppState], contextlib.AbstractAsyncContextManager[Any]]
 entered after the scheduler starts and left before the committer's last flush."""
 
 
-def client_routes() -> list[BaseRoute]:
-    """The REST API clients use (spot and its family addresses, margin, asset, futures):
-    what gateways serve too."""
+def client_routes(self_service: bool = False) -> list[BaseRoute]:
+    """The REST API clients use (spot and its family addresses, margin, asset, futures; with
+    ``self_service``, the self-service accounts' endpoints): what gateways serve too."""
     family = [*spot.routes(), *margin.routes(), *asset.routes(), *spot.family_routes()]
-    return [*family, *spot.v2_aliases(family), *futures.routes()]
+    sandbox = selfservice.routes() if self_service else []
+    return [*family, *spot.v2_aliases(family), *futures.routes(), *sandbox]
 
 
 def assemble(
@@ -342,7 +353,10 @@ def create_app(
             state.reader.shutdown(wait=True)
 
     app = assemble(
-        [*(client_routes() if client_api else []), *admin.routes()],
+        [
+            *(client_routes(exchange.config.sandbox.self_service) if client_api else []),
+            *admin.routes(),
+        ],
         state,
         lifespan,
         allowed_hosts,
@@ -353,7 +367,13 @@ def create_app(
     # OpenAPI document leaves them out) and a path parameter ends the fast-path table. The
     # engine process (no client API) serves the operator's page only.
     app.router.routes.extend(scrape.routes())
-    app.router.routes.extend(pages.routes(trader=client_api, operator_allowed=_operator_allowed))
+    app.router.routes.extend(
+        pages.routes(
+            trader=client_api,
+            operator_allowed=_operator_allowed,
+            self_service=exchange.config.sandbox.self_service,
+        )
+    )
     app.state.scheduler = scheduler
     app.state.pruner = pruner
     return app

@@ -144,7 +144,21 @@ class AppState:
         scope: Scope,
         receive: Receive,
     ) -> bytes | Response:
+        if key is not None:
+            admit_key_use(self.exchange, key, now)
         return encoded(await spec.handler(Call(self, params, now, key, scope, receive)))
+
+
+def admit_key_use(exchange: Exchange, key: ApiKey, now: int) -> None:
+    """A signed request with ``key``, admitted: the use of a self-service key counts as its
+    activity; one unused for longer than ``[sandbox] key_expiry_s`` is refused (-2015)."""
+    if not exchange.selfservice.use(exchange.pending, key.row.api_key, now):
+        raise ApiError(
+            Code.BAD_KEY,
+            "this API key expired: a self-service key unused for more than"
+            f" {exchange.config.sandbox.key_expiry_s} s is refused",
+            status=401,
+        )
 
 
 @dataclass(slots=True)
@@ -445,10 +459,12 @@ def endpoint(
     trade: bool = False,
     limited: bool = True,
     when_failed: bool = False,
+    creates_account: bool = False,
 ) -> Callable[[Request], Awaitable[Response]]:
     """Wrap a handler. ``name`` ("METHOD /path") selects its rate limit; ``limited=False``
-    exempts it (the admin API). After a failed commit every endpoint answers 503 / -1001
-    (memory may hold what the store lost), except those marked ``when_failed``.
+    exempts it (the admin API); ``creates_account`` adds the self-service accounts' limits
+    (last, once the request is admitted). After a failed commit every endpoint answers 503 /
+    -1001 (memory may hold what the store lost), except those marked ``when_failed``.
 
     The request is read straight from the ASGI scope (headers once, into a dict). The app
     calls the raw form (``answer_of``) for its fixed paths; Starlette calls the returned
@@ -531,6 +547,8 @@ def endpoint(
                 except ApiError:
                     monitor.refused("replay", "")
                     raise
+            if creates_account and limiter is not None:
+                await limiter.admit_account(ip)
             out = await state.perform(spec, params, now, key, scope, receive)
         except Exception as exc:
             out = failure_response(state, exc, scope)

@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from tradehall import __version__
-from tradehall.api import admin, futures, margin, spot, wire
+from tradehall.api import admin, futures, margin, selfservice, spot, wire
 from tradehall.api.requests import (
     AdminFundingRequest,
     AdminFuturesTransferRequest,
@@ -37,6 +37,7 @@ from tradehall.api.requests import (
     BatchOrdersRequest,
     CancelRequest,
     ContractQuery,
+    CreateAccountRequest,
     CreateKeyRequest,
     CreateUserRequest,
     DepthQuery,
@@ -71,6 +72,7 @@ from tradehall.api.requests import (
     OrderRequest,
     RequestSchema,
     RevokeKeyRequest,
+    SandboxRequest,
     SignedQuery,
     SymbolQuery,
     TickerV2Query,
@@ -672,6 +674,63 @@ OPERATIONS.update(
     }
 )
 
+_SB = selfservice
+
+
+def _sandbox(op_id: str, summary: str, auth: Auth, response: Any, **kw: Any) -> Operation:
+    return Operation(op_id, summary, "Sandbox", auth, response, extension=True, **kw)
+
+
+_NOT_SELF_SERVICE = " -2015 (403) for an account that is not self-service."
+
+
+def _own_account(op_id: str, summary: str, response: Any, description: str) -> Operation:
+    """A self-service account's own signed request (nothing in its body but recvWindow)."""
+    return _sandbox(
+        op_id,
+        summary,
+        "TRADE",
+        response,
+        body=SandboxRequest,
+        body_required=False,
+        description=description + _NOT_SELF_SERVICE,
+    )
+
+
+OPERATIONS.update(
+    {
+        ("GET", _SB.INFO): _sandbox(
+            "sandboxInfo",
+            "What a self-service account gets, and its limits",
+            "NONE",
+            _SB.SandboxInfo,
+        ),
+        ("POST", _SB.ACCOUNTS): _sandbox(
+            "sandboxCreateAccount",
+            "Create a self-service account: a user, a TRADE key and its starting funds",
+            "NONE",
+            _SB.SandboxAccount,
+            body=CreateAccountRequest,
+            body_required=False,
+            description="The secret is in this answer only. Refused with -1003 (429, with"
+            " `Retry-After`) beyond `[limits] self_service_per_ip` or `self_service_global`,"
+            " or while `[sandbox] max_accounts` accounts are live; nothing is created then.",
+        ),
+        ("POST", _SB.FAUCET): _own_account(
+            "sandboxFaucet",
+            "Top the caller's self-service account up to its starting balances",
+            _SB.SandboxFaucet,
+            "At most `[sandbox] faucet_per_day` times a UTC day (then -1003, 429).",
+        ),
+        ("POST", _SB.RESET): _own_account(
+            "sandboxResetAccount",
+            "Reset the caller's self-service account (orders, positions, balances)",
+            _SB.SandboxReset,
+            "As `tradehall account reset`.",
+        ),
+    }
+)
+
 _FUTURES_ORDER_EXAMPLE = {
     "contractName": "E-BTC-USDT",
     "side": "BUY",
@@ -899,6 +958,12 @@ _TAGS = [
         " extensions (edit_lever, edit_user_margin_model, edit_position_margin, cancel_all,"
         " ticker_all, cancel_trigger_order, trigger_order_list, positions,"
         " edit_user_position_model) and tradehall's under /tradehall are marked as extensions.",
+    },
+    {
+        "name": "Sandbox",
+        "description": "Extension: self-service accounts under /sandbox/v1, served only with"
+        " `[sandbox] self_service = true`.",
+        EXTENSION: True,
     },
     {"name": "Meta", "description": "Extension: this document.", EXTENSION: True},
 ]

@@ -3,6 +3,8 @@ server processes share them).
 
 - Signed endpoints: per API key, the seed's table; endpoints it leaves open get a configurable
   default. Public endpoints: per IP. Every request also counts against a global per-IP limit.
+- Creating a self-service account (``POST /sandbox/v1/accounts``) also counts against its own
+  per-IP and global limits (``self_service_per_ip``, ``self_service_global``).
 - Exceeding a limit: HTTP 429, code -1003, ``Retry-After``.
 - An IP that keeps sending after its 429s (more than ``ban_after`` refusals within a minute) is
   banned: HTTP 418 for ``ban_seconds`` (default 2 minutes), and the ban is logged.
@@ -103,6 +105,8 @@ class RateLimiter:
         self._public = _item(settings.public_per_ip, "TH-PUB")
         self._default = _item(settings.signed_default, "TH-KEY")
         self._rules = {name: _item(rate, "TH-KEY") for name, rate in SEED_LIMITS.items()}
+        self._accounts = _item(settings.self_service_per_ip, "TH-ACCOUNT")
+        self._all_accounts = _item(settings.self_service_global, "TH-ACCOUNT-ALL")
         self._strikes = RateLimitItemPerSecond(settings.ban_after, 60, namespace="TH-STRIKE")
         self._ban = RateLimitItemPerSecond(1, settings.ban_seconds, namespace="TH-BAN")
 
@@ -150,6 +154,17 @@ class RateLimiter:
         except store_errors():
             raise store_unreachable() from None
 
+    async def admit_account(self, ip: str) -> None:
+        """A self-service account's creation: the IP's limit, then every IP's together."""
+        what = "self-service accounts"
+        try:
+            if not await self._limiter.hit(self._accounts, ip):
+                await self._refuse(self._accounts, ip, ip, what=f"{what} from this address")
+            if not await self._limiter.hit(self._all_accounts, "all"):
+                await self._refuse(self._all_accounts, ip, "all", what=f"{what} from anyone")
+        except store_errors():
+            raise store_unreachable() from None
+
     async def _admit_ip(self, ip: str) -> None:
         if not await self._limiter.test(self._ban, ip):
             retry = await self._retry_after(self._ban, ip)
@@ -162,7 +177,9 @@ class RateLimiter:
         if not await self._limiter.hit(self._global, ip):
             await self._refuse(self._global, ip, ip)
 
-    async def _refuse(self, item: RateLimitItem, ip: str, *identifiers: str) -> None:
+    async def _refuse(
+        self, item: RateLimitItem, ip: str, *identifiers: str, what: str = "requests"
+    ) -> None:
         retry = await self._retry_after(item, *identifiers)
         if not await self._limiter.hit(self._strikes, ip):
             await self._limiter.hit(self._ban, ip)
@@ -174,7 +191,7 @@ class RateLimiter:
             )
         raise ApiError(
             Code.TOO_MANY_REQUESTS,
-            f"too many requests; limit {item.amount} per {item.multiples} s; retry in {retry} s",
+            f"too many {what}; limit {item.amount} per {item.multiples} s; retry in {retry} s",
             status=429,
             headers={"Retry-After": str(retry)},
         )

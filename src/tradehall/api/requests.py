@@ -763,3 +763,17 @@ class FuturesTransferRequest(RequestSchema, frozen=True):
     )
     to: Annotated[Literal["spot", "futures"], TEXT]
     recv_window: RecvWindowBody = 5000
+
+
+# ------------------------------------------------------------------------- self-service accounts
+
+
+class CreateAccountRequest(RequestSchema, frozen=True):
+    """Extension (``[sandbox] self_service``): nothing to send; fields are ignored."""
+
+
+class SandboxRequest(RequestSchema, frozen=True):
+    """Extension (``[sandbox] self_service``): a self-service account's own request, signed
+    with its key; nothing to send but the signature's window."""
+
+    recv_window: RecvWindowBody = 5000

@@ -29,6 +29,8 @@ FUTURES = "/futures/open/fapi/v1"
 FUTURES_MARKET = "/fapi/v1"
 """The futures market-data address of ``ticker`` and ``index`` (also under FUTURES)."""
 MARKET_KLINE = "/v1/spot/market/kline"
+SANDBOX = "/sandbox/v1"
+"""The self-service accounts' endpoints (extension; served with ``[sandbox] self_service``)."""
 """The live venues' candle address (their public host; tradehall's server root)."""
 
 UNKNOWN_ERROR = -1000

@@ -93,6 +93,10 @@ class AdminClient:
         """POST /admin/v1/keys."""
         return self._post("/keys", {"userId": user_id, "readOnly": read_only, "ips": ips})
 
+    def list_keys(self) -> Any:
+        """GET /admin/v1/keys (no secrets)."""
+        return self._get("/keys")
+
     def revoke_key(self, api_key: str) -> Any:
         """POST /admin/v1/keys/revoke."""
         return self._post("/keys/revoke", {"apiKey": api_key})

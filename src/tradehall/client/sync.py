@@ -9,7 +9,7 @@ from typing import Any, Self
 import httpx2
 
 from tradehall.client import _requests as r
-from tradehall.client._requests import FUTURES, MARGIN, SPOT, Limit, Number, OrderId
+from tradehall.client._requests import FUTURES, MARGIN, SANDBOX, SPOT, Limit, Number, OrderId
 
 __all__ = ["Client"]
 
@@ -482,3 +482,22 @@ class Client:
         """POST /futures/open/fapi/v1/tradehall/transfer (extension): spot <-> futures."""
         body = {"asset": asset, "amount": amount, "from": source, "to": target}
         return self._call(r.signed_post(FUTURES, "/tradehall/transfer", body))
+
+    # --- self-service accounts (extension, ``[sandbox] self_service``) ------------------------
+
+    def sandbox_info(self) -> Any:
+        """GET /sandbox/v1/info: a new account's funds and limits."""
+        return self._call(r.Call("GET", SANDBOX + "/info"))
+
+    def sandbox_create_account(self) -> Any:
+        """POST /sandbox/v1/accounts (public): a new account and its key; the secret is in
+        this answer only."""
+        return self._call(r.Call("POST", SANDBOX + "/accounts", body={}))
+
+    def sandbox_faucet(self) -> Any:
+        """POST /sandbox/v1/faucet: top this key's account up to its starting balances."""
+        return self._call(r.signed_post(SANDBOX, "/faucet", {}))
+
+    def sandbox_reset(self) -> Any:
+        """POST /sandbox/v1/account/reset: this key's account back to its start."""
+        return self._call(r.signed_post(SANDBOX, "/account/reset", {}))

@@ -34,7 +34,15 @@ from starlette.types import Message, Scope
 from tradehall import logs
 from tradehall.api.app import client_routes, wall_clock_ms
 from tradehall.api.errors import ApiError, error_response
-from tradehall.api.http import AppState, Call, EndpointSpec, encoded, failure_response, spec_of
+from tradehall.api.http import (
+    AppState,
+    Call,
+    EndpointSpec,
+    admit_key_use,
+    encoded,
+    failure_response,
+    spec_of,
+)
 from tradehall.api.params import Params
 from tradehall.cluster.gateway_registry import GatewayRegistry
 from tradehall.cluster.link import Service, connect
@@ -276,7 +284,7 @@ class EngineService(Service):
         """The venue's Redis namespace, told to the gateways with the keys."""
         self.window = window
         self.started = clock()
-        self.table = endpoint_table(client_routes())
+        self.table = endpoint_table(client_routes(state.exchange.config.sandbox.self_service))
         self.nc: Nats | None = None
         self._commands: Subscription | None = None
         self._answers: RecentIds[_Work] = RecentIds(window)
@@ -626,24 +634,29 @@ class EngineService(Service):
             error = ApiError(Code.UNSUPPORTED, f"unknown path {fwd.path}", status=404)
             return self._failure(error, scope)
         key: ApiKey | None = None
+        state = self.state
+        now = state.clock()
         if spec.signed:
             # Checked again here, against the keys of record: a key revoked a moment ago on
             # the engine is refused even if a gateway has not heard of it yet.
-            key = self.state.exchange.keys.get(fwd.api_key or "")
+            key = state.exchange.keys.get(fwd.api_key or "")
             if key is None or key.row.revoked is not None:
                 error = ApiError(Code.BAD_KEY, "invalid API key", 401)
                 return self._failure(error, scope)
             if spec.trade and key.row.read_only:
                 error = ApiError(Code.BAD_KEY, "this API key has no trade permission", 403)
                 return self._failure(error, scope)
+            try:
+                admit_key_use(state.exchange, key, now)
+            except ApiError as expired:
+                return self._failure(expired, scope)
             scope["user_id"] = key.row.user_id
-        state = self.state
         if not spec.when_failed:
             try:
                 state.check_writable()
             except Exception as exc:
                 return self._failure(exc, scope)
-        call = Call(state, Params(fwd.params), state.clock(), key, scope, _no_body)
+        call = Call(state, Params(fwd.params), now, key, scope, _no_body)
         return cast(_Handler, spec.handler(call)), scope  # every handler is a coroutine function
 
     async def _answer(self, msg: Msg | None, answers: list[Answered], data: bytes) -> None:

@@ -107,8 +107,12 @@ class Gateway(Service):
         drain_s: float = 0,
         metrics_host: str = "127.0.0.1",
         metrics_port: int | None = None,
+        self_service: bool = False,
     ) -> None:
         self.url = url
+        self.self_service = self_service
+        """Serve the self-service accounts' endpoints (``[sandbox] self_service``; the engine
+        answers them only when its configuration says so too)."""
         self.allowed_hosts = allowed_hosts
         """The ``Host`` names its app answers (``[server] allowed_hosts``)."""
         self.drain_s = drain_s

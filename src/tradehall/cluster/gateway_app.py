@@ -37,9 +37,9 @@ def create_gateway_app(gateway: Gateway) -> App:
             async with gateway.running(), streams.running():
                 yield
 
-    app = assemble(client_routes(), gateway, lifespan, gateway.allowed_hosts)
+    app = assemble(client_routes(gateway.self_service), gateway, lifespan, gateway.allowed_hosts)
     app.router.routes.extend(stream_routes(streams, gateway.replay, gateway.max_ahead_ms))
-    app.router.routes.extend(pages.routes())
+    app.router.routes.extend(pages.routes(self_service=gateway.self_service))
     app.state.streams = streams
     app.state.metrics = registry
     return app

@@ -132,8 +132,11 @@ class Hub(Fanout):
 
     async def confirm(self, kind: str, key: ApiKey, confirmed: Callable[[], None]) -> bool:
         await self.committer.durable_shielded()
-        if key.row.revoked is not None or self.exchange.keys.get(key.row.api_key) is not key:
+        exchange = self.exchange
+        if key.row.revoked is not None or exchange.keys.get(key.row.api_key) is not key:
             return False
+        if not exchange.selfservice.use(exchange.pending, key.row.api_key, self.clock()):
+            return False  # a self-service key that expired
         confirmed()
         return True
 

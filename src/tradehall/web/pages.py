@@ -67,14 +67,26 @@ def _answer(body: bytes, media: str, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type=media, headers=headers)
 
 
+SELF_SERVICE_MARK = (b"<body>", b'<body data-self-service="on">')
+"""The trader page's ``<body>`` when the server offers self-service accounts: the page shows
+"Create a test account" (without asking an endpoint that answers 404 when they are off)."""
+
+
 def routes(
-    *, trader: bool = True, operator_allowed: Callable[[Request], bool] | None = None
+    *,
+    trader: bool = True,
+    operator_allowed: Callable[[Request], bool] | None = None,
+    self_service: bool = False,
 ) -> list[Route]:
     """The pages' files; the trader's page unless ``trader`` is False (the engine process,
-    which has no client API) and the operator's page when ``operator_allowed`` is given (not
-    on a gateway, which has no admin API): it says whether a request may open that page (the
-    admin API's address rule, which the app mounting these routes knows)."""
+    which has no client API), marked when ``self_service`` accounts are offered, and the
+    operator's page when ``operator_allowed`` is given (not on a gateway, which has no admin
+    API): it says whether a request may open that page (the admin API's address rule, which
+    the app mounting these routes knows)."""
     files = _load_files()
+    if self_service:
+        body, media = files["index.html"]
+        files["index.html"] = (body.replace(*SELF_SERVICE_MARK, 1), media)
 
     async def trader_page(request: Request) -> Response:
         return _answer(*files["index.html"])

@@ -6,6 +6,7 @@
 const SPOT = '/spot/open/sapi/v1';
 const FUTURES = '/futures/open/fapi/v1';
 const ADMIN = '/admin/v1';
+const SANDBOX = '/sandbox/v1';
 const encoder = new TextEncoder();
 
 export class ApiError extends Error {
@@ -71,6 +72,13 @@ export const market = {
       : get(`${FUTURES}/klines`, { contractName: m.symbol, interval, limit }),
   index: (m) => get(`${FUTURES}/index`, { contractName: m.symbol }),
   serverTime: () => get(`${SPOT}/time`).then((d) => d.serverTime),
+};
+
+// ------------------------------------------------------------------ self-service accounts
+// Served only when the server offers them ([sandbox] self_service; docs/api.md).
+
+export const sandbox = {
+  createAccount: () => send('POST', `${SANDBOX}/accounts`, { 'Content-Type': 'application/json' }, '{}'),
 };
 
 // ------------------------------------------------------------------ signed calls
@@ -187,6 +195,10 @@ export class Session {
 
   setLeverage = (m, nowLevel) =>
     this.futures('POST', '/edit_lever', { contractName: m.symbol, nowLevel });
+
+  // The signed-in self-service account's own faucet and reset (no gateway prefix to leave out).
+  faucet = () => this.call('', 'POST', `${SANDBOX}/faucet`, {});
+  resetAccount = () => this.call('', 'POST', `${SANDBOX}/account/reset`, {});
 }
 
 // ------------------------------------------------------------------ admin API

@@ -5,6 +5,7 @@
 import { market, Session, watch } from './api.js';
 import { drawDepth } from './depth.js';
 import { $, describeError, el, fillRows, formatTime, num, row, showMessage } from './dom.js';
+import { offerSandbox, showSandboxActions } from './sandbox.js';
 import { MARKET_PATHS, PRIVATE_PATHS, Stream, streamSymbol } from './stream.js';
 
 const INTERVALS = ['1min', '5min', '15min', '1h', '1day'];
@@ -487,6 +488,7 @@ function setSession(session) {
   $('#account').hidden = !session;
   $('#account-hint').hidden = Boolean(session);
   $('#order-submit').disabled = !session;
+  showSandboxActions(session);
   if (session) {
     $('#signed-in-key').textContent = `key ${session.apiKey.slice(0, 8)}…`;
     watchAccount();
@@ -571,6 +573,7 @@ $('#leverage-form').addEventListener('submit', async (event) => {
 
 async function start() {
   setSession(null);
+  offerSandbox({ setSession, session: () => state.session, refresh: refreshAccount });
   renderIntervals();
   try {
     await loadMarkets();

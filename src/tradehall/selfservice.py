@@ -9,6 +9,7 @@ durable; a refusal (Reject) comes before anything is staged."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,8 @@ from tradehall.engine.futures_model import futures_account
 from tradehall.exchange import Exchange
 from tradehall.selfservice_state import DAY_MS
 from tradehall.units import format_units, format_units_trimmed
+
+log = logging.getLogger("tradehall.sandbox")
 
 ACCOUNT_NAME = "self-service"
 """Every self-service account's user name (its id tells them apart)."""
@@ -81,8 +84,8 @@ def faucet(ex: Exchange, user_id: int, now: int) -> dict[str, Any]:
     if used >= per_day:
         raise Reject(
             Code.TOO_MANY_REQUESTS,
-            f"the faucet tops an account up {per_day} times a UTC day, and this one had them:"
-            " try again tomorrow (UTC)",
+            f"this account had the faucet's {per_day} top-up(s) of the UTC day: try again"
+            " after midnight UTC",
         )
     spot_target, futures_target = sandbox.starting_balances(ex, user_id)
     ledger = ex.engine.ledger
@@ -112,7 +115,8 @@ def sweep(ex: Exchange, now: int) -> list[str]:
     key revoke`` does: gateways and streams let go of them); the keys revoked."""
     expired = ex.selfservice.expired(now)
     for api_key in expired:
-        ops.revoke_key(ex, api_key, now)
+        revoked = ops.revoke_key(ex, api_key, now)
+        log.info("self-service key %s… of user %d expired: revoked", api_key[:8], revoked["userId"])
     return expired
 
 

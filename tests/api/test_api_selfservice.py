@@ -227,7 +227,7 @@ def test_the_faucet_tops_up_at_most_n_times_a_utc_day(venue: VenueFactory) -> No
     spend()
     before = (balances(trader), len(v.exchange.engine.transfers))
     third = trader.request("POST", FAUCET, body={})
-    refused(third, 429, -1003, "2 times a UTC day")
+    refused(third, 429, -1003, "the faucet's 2 top-up(s) of the UTC day")
     midnight = DAY_MS - v.clock.now % DAY_MS
     assert int(third.headers["Retry-After"]) == -(-midnight // 1000)
     assert (balances(trader), len(v.exchange.engine.transfers)) == before  # nothing deposited
@@ -244,8 +244,8 @@ def test_the_faucet_and_the_reset_serve_self_service_accounts_only(venue: VenueF
         refused(operators.request("POST", path, body={}), 403, -2015, "self-service accounts only")
     assert balances(operators)["USDT"] == ("5.00000000", "0.00000000")
     # Signed like any signed endpoint: a wrong signature is refused before anything else.
-    _, trader = v.account()
-    forged = Client(BASE_URL, trader._builder.api_key, "0" * 32, http=v.http, clock=v.clock)
+    created, _ = v.account()
+    forged = Client(BASE_URL, created["apiKey"], "0" * 32, http=v.http, clock=v.clock)
     refused(forged.request("POST", FAUCET, body={}), 401, -1022, "signature")
 
 

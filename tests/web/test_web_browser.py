@@ -27,7 +27,7 @@ from support import (
     start_server,
 )
 from tradehall.client import AdminClient, Client
-from tradehall.web.screenshots import CHROMIUM, launch_chromium
+from tradehall.web.screenshots import CHROMIUM
 
 if not CHROMIUM.exists():
     pytest.skip(
@@ -41,7 +41,6 @@ from playwright.sync_api import (
     Page,
     WebSocket,
     expect,
-    sync_playwright,
 )
 
 TIMEOUT_MS = 10_000
@@ -94,14 +93,6 @@ def venue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venue]:
             server.stop(signal.SIGKILL)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = launch_chromium(playwright)
-        yield launched
-        launched.close()
-
-
 @dataclass
 class Watched:
     page: Page
@@ -143,6 +134,7 @@ def test_trader_view_loads_cleanly_and_shows_the_market(venue: Venue, page: Watc
     answer = p.goto(venue.url + "/")
     assert answer is not None and "script-src 'self'" in answer.headers["content-security-policy"]
     p.wait_for_selector("body[data-ready=true]")
+    expect(p.locator("#create-account")).to_be_hidden()  # no self-service accounts here
     # Every market, spot and futures, with its last price.
     expect(p.locator("#markets tbody tr")).to_have_count(6)
     expect(p.locator("#markets tr[data-symbol=BTCUSDT] td.num").first).to_have_text("30100.00")

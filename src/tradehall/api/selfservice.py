@@ -5,6 +5,7 @@ the reset are signed with the account's own key."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -18,6 +19,8 @@ from tradehall.api.http import Call, endpoint
 from tradehall.api.reading import reading
 from tradehall.api.requests import CreateAccountRequest, SandboxRequest
 from tradehall.codes import Code, Reject
+
+log = logging.getLogger("tradehall.sandbox")
 
 PREFIX = "/sandbox/v1"
 INFO = PREFIX + "/info"
@@ -99,6 +102,13 @@ async def create_account(call: Call) -> Any:
     except Reject as exc:
         raise _refused(exc, selfservice.seconds_to_next_expiry(call.exchange, call.now)) from None
     await call.durable()
+    client = call.scope.get("client")
+    log.info(
+        "self-service account %d created for %s",
+        result["userId"],
+        client[0] if client else "unknown",
+        extra={"request_id": call.scope.get("request_id"), "user_id": result["userId"]},
+    )
     return result
 
 

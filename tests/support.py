@@ -32,9 +32,13 @@ from tradehall.cluster.gateway_app import create_gateway_app
 from tradehall.config import Config, LimitSettings, load_config
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.projector import open_exchange
 from tradehall.secretbox import SecretBox
 from tradehall.store.base import Store
-from tradehall.store.factory import open_store
+from tradehall.store.factory import open_projections, open_store
+from tradehall.store.journal import Journal
+from tradehall.store.journaled import JournaledStore
+from tradehall.store.sql import SQLStore
 from tradehall.store.sqlite import SQLiteStore
 
 ADMIN_TOKEN = "test-admin-token"
@@ -201,20 +205,37 @@ def split_apps(
 
 
 def make_exchange(
-    db_path: Path | None = None, *, store: Store | None = None, config: Config | None = None
+    db_path: Path | None = None,
+    *,
+    store: Store | JournaledStore | None = None,
+    config: Config | None = None,
 ) -> Exchange:
     """A recovered exchange with every invariant checked after every command: on the SQLite
-    file ``db_path``, or on ``store`` when given; the built-in configuration unless
-    ``config``."""
+    file ``db_path`` (its journal beside it, projected in this process after each commit),
+    or on ``store`` when given (a plain store: the exchange writes rows itself, as the
+    projector does); the built-in configuration unless ``config``."""
     if store is None:
         assert db_path is not None
-        store = SQLiteStore(db_path, "normal")
+        store = journaled_store(db_path)
+    if isinstance(store, JournaledStore):
+        return open_exchange(
+            config or load_config(), store, TEST_SECRET_BOX, inline=True, check_invariants=True
+        )
     store.migrate()
     exchange = Exchange(
         config or load_config(), store, secret_box=TEST_SECRET_BOX, check_invariants=True
     )
     exchange.recover()
     return exchange
+
+
+def journaled_store(db_path: Path, synchronous: str = "normal") -> JournaledStore:
+    """The SQLite layout of a data folder: the projections in ``db_path``, the journal in
+    ``journal.db`` beside it."""
+    return JournaledStore(
+        SQLiteStore(db_path, synchronous),
+        Journal(SQLiteStore(db_path.with_name("journal.db"), synchronous)),
+    )
 
 
 # --------------------------------------------------------------------------- real processes
@@ -324,12 +345,20 @@ class Backend:
         database = self.database(data_dir)
         return ("--database", database) if database else ()
 
-    def open_store(self, data_dir: Path, synchronous: str = "normal") -> Store:
+    def open_store(self, data_dir: Path, synchronous: str = "normal") -> SQLStore[Any]:
+        """The tables alone (what the projector writes), as the engine process opens them."""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return open_projections(self.database(data_dir), data_dir, synchronous=synchronous, role="")
+
+    def open_journaled(self, data_dir: Path, synchronous: str = "normal") -> JournaledStore:
+        """The store as the engine process has it: the journal and the tables."""
         data_dir.mkdir(parents=True, exist_ok=True)
         return open_store(self.database(data_dir), data_dir, synchronous=synchronous)
 
     def exchange(self, data_dir: Path) -> Exchange:
-        return make_exchange(store=self.open_store(data_dir))
+        """The data folder's exchange, recovered as a server would (the tables, then the
+        journal after them), projecting in this process."""
+        return make_exchange(store=self.open_journaled(data_dir))
 
     def query(self, data_dir: Path, sql: str) -> list[Any]:
         """Rows of ``sql`` run directly on ``data_dir``'s database."""

@@ -38,6 +38,7 @@ from tradehall.codes import Code, Reject
 from tradehall.config import Config, ConfigError, load_config, parse_config
 from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
+from tradehall.projector import attach_inline, open_exchange
 from tradehall.retention import directly, prune_pass
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox, SecretKeyError
@@ -45,6 +46,7 @@ from tradehall.sim.settings import with_speed
 from tradehall.store import dump
 from tradehall.store.base import Store, StoreError, StoreRefused
 from tradehall.store.factory import ENV_VAR, database_problem, open_store, store_identity
+from tradehall.store.journaled import JournaledStore
 from tradehall.units import is_plain_decimal
 
 # Every Typer here has plain help text (rich_markup_mode=None): Rich markup would take the
@@ -168,7 +170,7 @@ def _load(
     return cfg, DataDir(data_dir if data_dir is not None else cfg.server.data_dir)
 
 
-def _open_store(cfg: Config, datadir: DataDir) -> Store:
+def _open_store(cfg: Config, datadir: DataDir) -> JournaledStore:
     return open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
 
 
@@ -281,9 +283,7 @@ def _offline(cfg: Config, datadir: DataDir, *, existing: bool = False) -> Iterat
             try:
                 if existing:
                     _refuse_empty_store(store)
-                store.migrate()
-                exchange = Exchange(cfg, store, secret_box=datadir.secret_box())
-                exchange.recover()
+                exchange = open_exchange(cfg, store, datadir.secret_box(), inline=True)
                 yield exchange
                 exchange.commit_now()
             finally:
@@ -479,6 +479,13 @@ def engine(
         bool, typer.Option("--sim", help="Run the market simulation in the engine process.")
     ] = False,
     database: DatabaseOpt = None,
+    no_projector: Annotated[
+        bool,
+        typer.Option(
+            "--no-projector",
+            help="Start no projector child: `tradehall projector` runs elsewhere (PostgreSQL).",
+        ),
+    ] = False,
     log_format: LogFormatOpt = "text",
     access_log: AccessLogOpt = False,
     as_json: JsonOpt = False,
@@ -507,8 +514,64 @@ def engine(
             announce=lambda url, info: _announce(
                 url, datadir, info, as_json, sim or cfg.simulation.enabled, role="engine"
             ),
+            with_projector=not no_projector,
         ),
     )
+
+
+@app.command()
+def projector(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    parent: Annotated[
+        int | None,
+        typer.Option(help="Stop when this process (the engine that started it) is gone."),
+    ] = None,
+    log_format: LogFormatOpt = "text",
+) -> None:
+    """Build the tables (orders, trades, ledger, balances, history) from the journal, until
+    stopped (SIGTERM: catch up, then exit). `serve` and `engine` start one as a child; run it
+    yourself beside `engine --no-projector` on PostgreSQL (docs/durability.md)."""
+    import signal
+    import threading
+
+    from tradehall.projector import Projector
+    from tradehall.store.factory import open_journal, open_projections
+
+    logs.configure(log_format, False)
+    try:
+        cfg, datadir = _load(config, data_dir, database)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        if parent is not None:
+            _die_with_parent()
+        sync = cfg.server.sqlite_synchronous
+        projections = open_projections(cfg.server.database, datadir.path, synchronous=sync)
+        journal = open_journal(projections, datadir.path, sync)
+        try:
+            worker = Projector(cfg, projections, journal, datadir.secret_box())
+            worker.run(stop, parent)
+        finally:
+            projections.close()
+            journal.db.close()
+    except StoreError as exc:
+        _fail(CliError(str(exc), -1001), False)
+    except CliError as exc:
+        _fail(exc, False)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this process when its parent dies (the loop also checks)."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 @app.command()
@@ -1321,7 +1384,7 @@ def _with_store(
     data_dir: Path | None,
     database: str | None,
     as_json: bool,
-    action: Callable[[Store, DataDir], Any],
+    action: Callable[[JournaledStore, DataDir], Any],
     human: Callable[[Any], str],
     *,
     existing: bool = False,
@@ -1341,6 +1404,7 @@ def _with_store(
                 try:
                     if existing:
                         _refuse_empty_store(store)
+                    attach_inline(store, cfg, datadir.secret_box)
                     result = action(store, datadir)
                 finally:
                     store.close()
@@ -1365,13 +1429,13 @@ def _rows_text(result: Any, done: str) -> str:
     return "\n".join(lines + [f"  {table}: {n}" for table, n in rows.items()])
 
 
-def _to_incremental_vacuum(store: Store) -> bool:
+def _to_incremental_vacuum(store: JournaledStore) -> bool:
     """A SQLite file made before tradehall set ``auto_vacuum`` cannot give pruned pages back
     until one VACUUM switches its mode: done here, offline. True if it was done."""
-    mode = getattr(store, "auto_vacuum", None)
+    mode = getattr(store.projections, "auto_vacuum", None)
     if mode is None or mode() != "none":
         return False
-    store.vacuum()
+    store.projections.vacuum()
     return True
 
 
@@ -1382,16 +1446,30 @@ def db_upgrade(
     database: DatabaseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create or upgrade the store's schema (serve also does this on start); a SQLite file
-    still without incremental auto_vacuum is vacuumed once to switch it on ("vacuumed")."""
+    """Create or upgrade the store's schema and layout (serve also does this on start): the
+    journal is created beside the tables if it is not there yet (a store of a release before
+    the journal: its tables are the projections as of record 0); a SQLite file still without
+    incremental auto_vacuum is vacuumed once to switch it on ("vacuumed")."""
 
-    def upgrade(store: Store, _: DataDir) -> Any:
+    def upgrade(store: JournaledStore, _: DataDir) -> Any:
+        had_journal = store.journal.exists()
         version = store.migrate()
-        return {"version": version} | ({"vacuumed": True} if _to_incremental_vacuum(store) else {})
+        journal = {
+            "created": not had_journal,
+            "head": store.head,
+            "projected": store.projected(),
+        }
+        vacuumed = {"vacuumed": True} if _to_incremental_vacuum(store) else {}
+        return {"version": version, "journal": journal} | vacuumed
 
     def human(result: Any) -> str:
         note = " (vacuumed once: SQLite auto_vacuum is now incremental)"
-        return f"schema version {result['version']}" + (note if "vacuumed" in result else "")
+        journal = result["journal"]
+        made = "created" if journal["created"] else "present"
+        return (
+            f"schema version {result['version']}; journal {made}, at record {journal['head']}"
+            f" (tables at {journal['projected']})" + (note if "vacuumed" in result else "")
+        )
 
     _with_store(config, data_dir, database, as_json, upgrade, human)
 
@@ -1406,7 +1484,7 @@ def db_vacuum(
     """Offline: rewrite the SQLite file compactly (switching it to incremental auto_vacuum),
     or VACUUM ANALYZE the PostgreSQL tables. Needs free disk about the database's size."""
 
-    def vacuum(store: Store, datadir: DataDir) -> Any:
+    def vacuum(store: JournaledStore, datadir: DataDir) -> Any:
         store.migrate()
         before = _folder_bytes(datadir)
         store.vacuum()
@@ -1512,7 +1590,7 @@ def db_export(
 ) -> None:
     """Write every table to a file that `db import` loads into another store (of either kind)."""
 
-    def export(store: Store, _: DataDir) -> Any:
+    def export(store: JournaledStore, _: DataDir) -> Any:
         version = store.migrate()
         partial = out.with_name(out.name + ".partial")
         try:
@@ -1549,7 +1627,7 @@ def db_import(
 ) -> None:
     """Load an export into an empty store, all or nothing (e.g. from SQLite to PostgreSQL)."""
 
-    def load(store: Store, datadir: DataDir) -> Any:
+    def load(store: JournaledStore, datadir: DataDir) -> Any:
         version = store.migrate()
         try:
             f = open(source, encoding="utf-8")  # noqa: SIM115

@@ -28,6 +28,11 @@ class DataDir:
         return self.path / "tradehall.db"
 
     @property
+    def journal_path(self) -> Path:
+        """The journal's own SQLite file (the projections stay in ``db_path``)."""
+        return self.path / "journal.db"
+
+    @property
     def token_path(self) -> Path:
         return self.path / "admin.token"
 

@@ -30,7 +30,9 @@ from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
 from tradehall.selfservice_state import SelfServiceBook
 from tradehall.store.base import Store, StoreError, collector_paused
-from tradehall.store.batch import ACCRUED_HOUR, AdminLogRow, Batch, KeyRow, UserRow
+from tradehall.store.batch import ACCRUED_HOUR, PROJECTED, AdminLogRow, Batch, KeyRow, UserRow
+from tradehall.store.journal import Entry, StateNoted
+from tradehall.store.journaled import JournaledStore
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 FORCED = frozenset({BY_LIQUIDATION, BY_ADL})
@@ -98,6 +100,11 @@ class Exchange:
         self.users: dict[int, UserRow] = {}
         self.keys: dict[str, ApiKey] = {}
         self.pending = Batch()
+        self.journaling = isinstance(store, JournaledStore)
+        """Record what is applied in the journal (the engine process); otherwise write rows
+        (the projector, and stores without a journal)."""
+        self.projected = 0
+        """The last journal record the store's tables held when this exchange was loaded."""
         self.keep_changes = False
         """Keep each batch's order and futures changes in order (``Batch.changes``) for the
         streams; set while a stream hub listens to commits."""
@@ -128,6 +135,7 @@ class Exchange:
         pairs = self.config.markets.pairs
         symbols = [*pairs, *self.config.markets.contracts]
         snap = self.store.load(symbols, {i.name: keep_for(i) for i in INTERVALS})
+        self.projected = snap.engine_state.get(PROJECTED, 0)
         for user in snap.users:
             self.users[user.id] = user
         for stored in snap.keys:
@@ -135,7 +143,7 @@ class Exchange:
                 key = stored.with_secret(self.secret_box.open(stored.secret, stored.api_key))
             else:  # written before secrets were sealed: seal it now
                 key = stored
-                self.pending.keys[key.api_key] = self._sealed(key)
+                self._stage_key(self._sealed(key))
             self.keys[key.api_key] = ApiKey(key, parse_networks(key.ips))
         self.selfservice.restore(snap.engine_state, self.keys)
         for account, asset, free, locked in snap.balances:
@@ -158,6 +166,53 @@ class Exchange:
         for account_id, asset, principal, interest in snap.debts:
             accounts[account_id].debts[asset] = [principal, interest]
         self.engine.restore_margin(accounts.values(), snap.engine_state.get(ACCRUED_HOUR))
+        store = self.store
+        if isinstance(store, JournaledStore):
+            self._replay_tail(store)
+
+    def _replay_tail(self, store: JournaledStore) -> None:
+        """The journal after what the tables hold, applied as it was live; what replaying
+        stages is not written again (the projector writes it from the journal)."""
+        staged = self.pending
+        self.journaling = False
+        try:
+            for record in store.tail(self.projected):
+                self.replay(record.entries, record.seq)
+                self.pending = Batch()
+        finally:
+            self.journaling = True
+            self.pending = staged
+        self._bars_changed = False
+
+    def replay(self, entries: list[Entry], seq: int) -> None:
+        """Apply journal record ``seq``'s entries as they were applied live, staging their
+        rows. A command refused now was accepted then: the replay has diverged (a bug), and
+        it stops there."""
+        for entry in entries:
+            kind = type(entry)
+            if kind is UserRow:
+                user: UserRow = entry  # type: ignore[assignment]
+                self.users[user.id] = user
+                self.pending.users.append(user)
+            elif kind is KeyRow:
+                sealed: KeyRow = entry  # type: ignore[assignment]
+                opened = sealed.with_secret(self.secret_box.open(sealed.secret, sealed.api_key))
+                self.keys[sealed.api_key] = ApiKey(opened, parse_networks(sealed.ips))
+                self.pending.keys[sealed.api_key] = sealed
+            elif kind is StateNoted:
+                noted: StateNoted = entry  # type: ignore[assignment]
+                self.pending.engine_state[noted.name] = noted.value
+                self.selfservice.restore({noted.name: noted.value}, self.keys)
+            elif kind is AdminLogRow:
+                self.pending.admin_log.append(entry)  # type: ignore[arg-type]
+            else:
+                try:
+                    self.apply(entry)  # type: ignore[arg-type]
+                except Reject as exc:
+                    raise StoreError(
+                        f"replaying journal record {seq} diverged: {type(entry).__name__}"
+                        f" was refused ({exc.msg})"
+                    ) from exc
 
     # ----------------------------------------------------------------- state changes
 
@@ -190,6 +245,8 @@ class Exchange:
             self.failure = f"the engine failed on a command: {exc!r}"
             self._touch_all_books()  # the books may have moved
             raise
+        if self.journaling:
+            self.pending.entries.append(cmd)
         events = result.events
         if events:
             pending = self.pending
@@ -233,6 +290,8 @@ class Exchange:
         self.check_writable()
         user = UserRow(max(self.users, default=0) + 1, name, ts)
         self.users[user.id] = user
+        if self.journaling:
+            self.pending.entries.append(user)
         self.pending.users.append(user)
         return user
 
@@ -249,7 +308,7 @@ class Exchange:
             ts,
         )
         self.keys[row.api_key] = ApiKey(row, networks)
-        self.pending.keys[row.api_key] = self._sealed(row)
+        self._stage_key(self._sealed(row))
         return row
 
     def revoke_key(self, api_key: str, ts: int) -> KeyRow:
@@ -269,13 +328,26 @@ class Exchange:
             ts,
         )
         self.keys[api_key] = ApiKey(row, key.networks)
-        self.pending.keys[api_key] = self._sealed(row)
+        self._stage_key(self._sealed(row))
         return row
 
     def log_admin(self, row: AdminLogRow) -> None:
         """Stage an admin action's entry in the audit trail (committed with the next batch)."""
         self.check_writable()
+        if self.journaling:
+            self.pending.entries.append(row)
         self.pending.admin_log.append(row)
+
+    def note_state(self, name: str, value: int) -> None:
+        """Stage one ``engine_state`` row of state kept beside the engine's."""
+        if self.journaling:
+            self.pending.entries.append(StateNoted(name, value))
+        self.pending.engine_state[name] = value
+
+    def _stage_key(self, sealed: KeyRow) -> None:
+        if self.journaling:
+            self.pending.entries.append(sealed)
+        self.pending.keys[sealed.api_key] = sealed
 
     def _sealed(self, row: KeyRow) -> KeyRow:
         """The row as the store keeps it: the secret sealed, never in clear."""

@@ -60,7 +60,7 @@ def create_account(ex: Exchange, now: int) -> dict[str, Any]:
     user = ops.create_user(ex, ACCOUNT_NAME, now)
     user_id: int = user["id"]
     key = ops.create_key(ex, user_id, False, [], now)
-    book.add(ex.pending, key["apiKey"], user_id, now)
+    book.add(ex.note_state, key["apiKey"], user_id, now)
     _deposit(ex, user_id, spot, futures, f"selfservice-{user_id}", now)
     return {
         "userId": user_id,
@@ -94,7 +94,7 @@ def faucet(ex: Exchange, user_id: int, now: int) -> dict[str, Any]:
     futures = _missing(futures_target, lambda coin: sum(ledger.get(account, coin)))
     if spot or futures:
         _check_deposits(ex, spot, futures)
-        used = book.faucet_taken(ex.pending, user_id, now)
+        used = book.faucet_taken(ex.note_state, user_id, now)
         _deposit(ex, user_id, spot, futures, f"faucet-{user_id}-{now // DAY_MS}-{used}", now)
     return {
         "userId": user_id,

@@ -1,8 +1,8 @@
 """What the exchange keeps of its self-service accounts (``[sandbox] self_service``): which
 users they are, when each one's key was last used, how many faucet top-ups each took today.
 
-It is stored in the ``engine_state`` rows (name -> integer), staged with the batch like any
-other row and read back at recovery:
+It is stored in the ``engine_state`` rows (name -> integer), staged through
+``Exchange.note_state`` (a journal entry, then a row) and read back at recovery:
 
 - ``selfservice.key.<apiKey>``: the key's last use (ms); the row marks the key, and its user,
   as self-service. A key's use is written at most once per ``persist_ms`` (a minute, or a tenth
@@ -13,13 +13,14 @@ other row and read back at recovery:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
-
-from tradehall.store.batch import Batch
 
 if TYPE_CHECKING:
     from tradehall.exchange import ApiKey
+
+Note = Callable[[str, int], None]
+"""Stages one ``engine_state`` row (``Exchange.note_state``: journaled like any change)."""
 
 KEY_PREFIX = "selfservice.key."
 FAUCET_PREFIX = "selfservice.faucet."
@@ -56,13 +57,13 @@ class SelfServiceBook:
             elif name.startswith(FAUCET_PREFIX):
                 self._faucet[int(name[len(FAUCET_PREFIX) :])] = value
 
-    def add(self, batch: Batch, api_key: str, user_id: int, now: int) -> None:
+    def add(self, note: Note, api_key: str, user_id: int, now: int) -> None:
         """A new self-service account's key, used now."""
         self.users.add(user_id)
         self.used[api_key] = now
-        self._save(batch, api_key, now)
+        self._save(note, api_key, now)
 
-    def use(self, batch: Batch, api_key: str, now: int) -> bool:
+    def use(self, note: Note, api_key: str, now: int) -> bool:
         """A signed request with ``api_key``: False when it is a self-service key that expired
         (nothing changes); otherwise True, and a self-service key's use is noted."""
         last = self.used.get(api_key)
@@ -73,12 +74,12 @@ class SelfServiceBook:
         if now > last:
             self.used[api_key] = now
             if now - self._saved[api_key] >= self.persist_ms:
-                self._save(batch, api_key, now)
+                self._save(note, api_key, now)
         return True
 
-    def _save(self, batch: Batch, api_key: str, now: int) -> None:
+    def _save(self, note: Note, api_key: str, now: int) -> None:
         self._saved[api_key] = now
-        batch.engine_state[KEY_PREFIX + api_key] = now
+        note(KEY_PREFIX + api_key, now)
 
     def live(self, keys: Mapping[str, ApiKey], now: int) -> int:
         """How many self-service keys are live: neither expired nor revoked."""
@@ -108,9 +109,9 @@ class SelfServiceBook:
         day, count = divmod(self._faucet.get(user_id, 0), _DAY_FACTOR)
         return count if day == now // DAY_MS else 0
 
-    def faucet_taken(self, batch: Batch, user_id: int, now: int) -> int:
+    def faucet_taken(self, note: Note, user_id: int, now: int) -> int:
         """Count one more top-up today; the day's count."""
         count = self.faucet_count(user_id, now) + 1
         value = self._faucet[user_id] = now // DAY_MS * _DAY_FACTOR + count
-        batch.engine_state[FAUCET_PREFIX + str(user_id)] = value
+        note(FAUCET_PREFIX + str(user_id), value)
         return count

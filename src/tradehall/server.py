@@ -23,6 +23,7 @@ from tradehall.api.app import create_app
 from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.projector import ProjectorProcess, open_exchange
 from tradehall.sim.faults import FaultInjector
 from tradehall.store.base import collector_paused
 from tradehall.store.factory import open_store, store_identity
@@ -206,18 +207,25 @@ def run(
     rate_limits: bool = True,
     simulate: bool = False,
     make_app: AppFactory | None = None,
+    with_projector: bool = True,
 ) -> None:
     """Serve until signalled; with ``simulate`` the market simulation starts with the server
     (``tradehall sim start`` can start it later otherwise). The caller holds the data
     folder's lock (the store: SQLite in the folder, or PostgreSQL, whose advisory lock the
     store takes)."""
     store = open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
+    projector: ProjectorProcess | None = None
     try:
-        store.migrate()
         debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")
-        exchange = Exchange(cfg, store, secret_box=datadir.secret_box(), check_invariants=debug)
-        recover_for_serving(exchange)
+        with collector_paused():
+            exchange = open_exchange(
+                cfg, store, datadir.secret_box(), inline=False, check_invariants=debug
+            )
+            gc.freeze()  # see recover_for_serving
         exchange.commit_now()  # secrets found in clear (older stores) are sealed at once
+        if with_projector:
+            projector = ProjectorProcess(cfg, str(datadir.path))
+            projector.start()
         demo_info = None
         if demo:
             demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000)
@@ -253,4 +261,6 @@ def run(
             datadir.clear_server()
             sock.close()
     finally:
+        if projector is not None:
+            projector.stop()
         store.close()

@@ -35,7 +35,7 @@ def test_table_catalogue_matches_the_schema(backend: Backend, tmp_path: Path) ->
     store = backend.open_store(tmp_path / "data")
     try:
         assert store.migrate() == LATEST_VERSION
-        conn = store._conn()  # type: ignore[attr-defined]
+        conn = store._conn()
         for table in TABLES.values():
             described = conn.execute(f"SELECT * FROM {table.name} LIMIT 0").description
             assert tuple(d[0] for d in described) == table.columns, table.name
@@ -102,9 +102,14 @@ def test_db_upgrade_command(backend: Backend, tmp_path: Path) -> None:
         "db", "upgrade", "--data-dir", str(data_dir), "--json", *backend.server_args(data_dir)
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"version": LATEST_VERSION}
+    assert json.loads(result.stdout) == {
+        "version": LATEST_VERSION,
+        "journal": {"created": True, "head": 0, "projected": 0},
+    }
     again = cli("db", "upgrade", "--data-dir", str(data_dir), *backend.server_args(data_dir))
-    assert again.stdout.strip() == f"schema version {LATEST_VERSION}"
+    assert again.stdout.strip() == (
+        f"schema version {LATEST_VERSION}; journal present, at record 0 (tables at 0)"
+    )
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
@@ -129,12 +134,16 @@ def test_a_postgresql_schema_has_one_owner(backend: Backend, tmp_path: Path) -> 
 
 def test_the_database_setting_chooses_the_store(tmp_path: Path) -> None:
     sqlite = open_store("", tmp_path)
-    assert isinstance(sqlite, SQLiteStore) and sqlite.path == str(tmp_path / "tradehall.db")
-    assert isinstance(open_store(None, tmp_path), SQLiteStore)
+    tables, journal = sqlite.projections, sqlite.journal.db
+    assert isinstance(tables, SQLiteStore) and tables.path == str(tmp_path / "tradehall.db")
+    assert isinstance(journal, SQLiteStore) and journal.path == str(tmp_path / "journal.db")
+    assert isinstance(open_store(None, tmp_path).projections, SQLiteStore)
     for url in ("postgresql://u@db.example:5433/ex", "postgres://u@db.example/ex"):
         store = open_store(url, tmp_path)  # nothing is connected before first use
-        assert isinstance(store, PostgresStore)
-        assert store.where in ("db.example:5433/ex", "db.example:5432/ex")
+        tables = store.projections
+        assert isinstance(tables, PostgresStore)
+        assert tables.where in ("db.example:5433/ex", "db.example:5432/ex")
+        assert store.journal.db is tables  # one database: a table beside them
     for bad, shown in (("mysql://u:hunter2@h/db", "'mysql'"), ("tradehall.db", "not a URL")):
         with pytest.raises(StoreError, match="unsupported database") as refused:
             open_store(bad, tmp_path)
@@ -171,7 +180,7 @@ def test_flag_beats_environment_beats_config_beats_sqlite(tmp_path: Path) -> Non
     assert "127.0.0.1:2/env" in cli("db", "upgrade", *data, env=env).output
     assert "127.0.0.1:1/conf" in cli("db", "upgrade", *data).output
     plain = cli("db", "upgrade", "--data-dir", str(tmp_path / "data"), "--json")
-    assert plain.exit_code == 0 and json.loads(plain.stdout) == {"version": LATEST_VERSION}
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["version"] == LATEST_VERSION
     assert (tmp_path / "data" / "tradehall.db").exists()
     bad = cli("db", "upgrade", *data, "--database", "sqlite:///x.db")
     assert bad.exit_code == 1 and "unsupported database" in bad.output

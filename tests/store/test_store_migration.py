@@ -345,7 +345,14 @@ def test_db_upgrade_switches_an_old_sqlite_file_to_incremental_vacuum(tmp_path: 
         store.close()
     upgraded = CliRunner().invoke(app, ["db", "upgrade", "--data-dir", str(data), "--json"])
     assert upgraded.exit_code == 0, upgraded.output
-    assert json.loads(upgraded.stdout) == {"version": LATEST_VERSION, "vacuumed": True}
+    assert json.loads(upgraded.stdout) == {
+        "version": LATEST_VERSION,
+        "journal": {"created": True, "head": 0, "projected": 0},
+        "vacuumed": True,
+    }
     again = CliRunner().invoke(app, ["db", "upgrade", "--data-dir", str(data), "--json"])
-    assert json.loads(again.stdout) == {"version": LATEST_VERSION}
+    assert json.loads(again.stdout) == {
+        "version": LATEST_VERSION,
+        "journal": {"created": False, "head": 0, "projected": 0},
+    }
     assert Backend("sqlite").query(data, "PRAGMA auto_vacuum") == [(2,)]

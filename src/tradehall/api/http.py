@@ -34,6 +34,7 @@ from tradehall.codes import Code, Reject
 from tradehall.exchange import ApiKey, Exchange
 from tradehall.logs import ACCESS
 from tradehall.store.base import StoreError
+from tradehall.store.journaled import ProjectionBehind
 from tradehall.store.writer import GroupCommitter
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ class AppState:
 def admit_key_use(exchange: Exchange, key: ApiKey, now: int) -> None:
     """A signed request with ``key``, admitted: the use of a self-service key counts as its
     activity; one unused for longer than ``[sandbox] key_expiry_s`` is refused (-2015)."""
-    if not exchange.selfservice.use(exchange.pending, key.row.api_key, now):
+    if not exchange.selfservice.use(exchange.note_state, key.row.api_key, now):
         raise ApiError(
             Code.BAD_KEY,
             "this API key expired: a self-service key unused for more than"
@@ -404,6 +405,8 @@ def failure_response(state: Front, exc: Exception, scope: Scope) -> Response:
         return failed_answer(state.monitor, scope, exc.code, exc.msg, exc.status, exc.headers)
     if isinstance(exc, Reject):
         return failed_answer(state.monitor, scope, exc.code, exc.msg, 400)
+    if isinstance(exc, ProjectionBehind):  # a history read: nothing is wrong but time
+        return failed_answer(state.monitor, scope, Code.INTERNAL, str(exc), 503)
     if isinstance(exc, StoreError):
         msg = f"writes are stopped until the server restarts ({exc})"
         return failed_answer(state.monitor, scope, Code.INTERNAL, msg, 503)

@@ -47,6 +47,7 @@ def run_engine(
     demo: bool,
     simulate: bool = False,
     announce: Callable[[str, dict[str, Any] | None], None],
+    with_projector: bool = True,
 ) -> None:
     """With ``simulate`` the market simulation runs in the engine process (its participants
     trade through ``Exchange.apply``, as in ``serve``; ``tradehall sim`` drives it through the
@@ -83,6 +84,7 @@ def run_engine(
         announce=announce,
         rate_limits=False,  # clients' limits are the gateways' business
         make_app=make_app,
+        with_projector=with_projector,
     )
 
 

@@ -33,6 +33,11 @@ class StoreRefused(StoreError):
     empty, say): the caller's mistake, and nothing was changed."""
 
 
+class ProjectionMoved(StoreError):
+    """A projector's commit found the projections already past where it started (another
+    projector wrote those journal records): nothing was written; reload and go on."""
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """The garbage collector off for the block (then as it was before). Loading a store

@@ -25,6 +25,8 @@ from tradehall.engine.orders import OrderState
 from tradehall.marketdata import Bar
 
 ACCRUED_HOUR = "margin.accrued_hour"
+PROJECTED = "journal.projected"
+"""The last journal record the projections hold (``engine_state``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +113,20 @@ class Batch:
     changes: list[OrderChanged | FuturesChanged] = field(default_factory=list)
     """Every order and futures change in the order they happened, kept (only while someone
     listens: ``Exchange.keep_changes``) for the streams after the commit; never stored."""
+    entries: list[object] = field(default_factory=list)
+    """What the journal records of this batch (``store.journal``): the commands applied and
+    the changes made beside the engine, in order. Empty when the exchange writes rows."""
+    journal_seq: int = 0
+    """The journal record this batch was committed as (set by the commit)."""
+    projects: tuple[int, int] | None = None
+    """A projector's batch: the journal records (after, upto] it holds; its commit advances
+    the projection's sequence number from ``after`` to ``upto``, or fails if another
+    projector got there first."""
 
     def __bool__(self) -> bool:
         return bool(
-            self.orders
+            self.entries
+            or self.orders
             or self.ledger
             or self.transfers
             or self.users

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from tradehall.datadir import DataDir
-from tradehall.store.base import Store, StoreError
+from tradehall.store.base import StoreError
+
+if TYPE_CHECKING:
+    from tradehall.store.journal import Journal
+    from tradehall.store.journaled import JournaledStore
+    from tradehall.store.sql import SQLStore
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 ENV_VAR = "TRADEHALL_DATABASE"
@@ -49,10 +55,39 @@ def store_identity(database: str | None) -> dict[str, str]:
 
 def open_store(
     database: str | None, data_dir: str | os.PathLike[str], *, synchronous: str = "full"
-) -> Store:
+) -> JournaledStore:
     """The store for ``database``: empty or None is SQLite in ``data_dir`` (with PRAGMA
-    synchronous ``synchronous``); a ``postgresql://`` or ``postgres://`` URL is PostgreSQL.
-    Nothing is opened until the store is first used."""
+    synchronous ``synchronous``), the journal in a file of its own beside the projections;
+    a ``postgresql://`` or ``postgres://`` URL is PostgreSQL, both in its database. Nothing
+    is opened until the store is first used."""
+    from tradehall.store.journaled import JournaledStore
+
+    projections = open_projections(database, data_dir, synchronous=synchronous, role="")
+    return JournaledStore(projections, open_journal(projections, data_dir, synchronous))
+
+
+def open_journal(
+    projections: SQLStore[Any], data_dir: str | os.PathLike[str], synchronous: str = "full"
+) -> Journal:
+    """The journal beside ``projections``: SQLite's own file in the data folder, or a table
+    on PostgreSQL's connections (``projections``')."""
+    from tradehall.store.journal import Journal
+    from tradehall.store.sqlite import SQLiteStore
+
+    if isinstance(projections, SQLiteStore):
+        return Journal(SQLiteStore(DataDir(data_dir).journal_path, synchronous))
+    return Journal(projections, blob="BYTEA")
+
+
+def open_projections(
+    database: str | None,
+    data_dir: str | os.PathLike[str],
+    *,
+    synchronous: str = "full",
+    role: str = "projector",
+) -> SQLStore[Any]:
+    """The tables alone (the projector's side): SQLite's database file in ``data_dir``, or
+    PostgreSQL, whose write connection takes ``role``'s advisory lock."""
     if not database:
         from tradehall.store.sqlite import SQLiteStore
 
@@ -62,4 +97,4 @@ def open_store(
         raise StoreError(problem)
     from tradehall.store.postgres import PostgresStore
 
-    return PostgresStore(database)
+    return PostgresStore(database, role=role)

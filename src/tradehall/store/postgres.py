@@ -55,9 +55,12 @@ class PostgresStore(SQLStore[PgConnection]):
     json_text = "(doc::json ->> '{field}')"
     ended_futures = "futures_docs"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, role: str = "") -> None:
         super().__init__()
         self._url = url
+        self.role = role
+        """Whose advisory lock the write connection takes: the engine's (``""``) or, for
+        ``"projector"``, the one projector's beside it."""
         try:
             params = conninfo.conninfo_to_dict(url)
         except psycopg.Error as exc:
@@ -97,6 +100,15 @@ class PostgresStore(SQLStore[PgConnection]):
         with conn.transaction():
             yield
 
+    @contextlib.contextmanager
+    def _read_snapshot(self, conn: PgConnection) -> Iterator[None]:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
+
+    def _projected_sql(self) -> str:
+        return "SELECT value FROM engine_state WHERE name = %s FOR UPDATE"
+
     def _executemany(self, conn: PgConnection, sql: str, rows: list[Row]) -> None:
         conn.cursor().executemany(sql, rows)
 
@@ -134,10 +146,12 @@ class PostgresStore(SQLStore[PgConnection]):
                 f"no schema of the search_path exists in {self.where}: create it first"
                 " (CREATE SCHEMA ...) or fix search_path"
             )
-        locked = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(schema),)).fetchone()
+        key = lock_key(schema if not self.role else f"{schema}:{self.role}")
+        locked = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
         if not locked or not locked[0]:
+            who = "another tradehall process" if not self.role else f"another {self.role}"
             raise StoreError(
-                f"schema {schema!r} of {self.where} is in use by another tradehall process"
+                f"schema {schema!r} of {self.where} is in use by {who}"
                 " (two servers must not share one database)"
             )
         self.schema = schema

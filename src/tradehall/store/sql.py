@@ -55,8 +55,8 @@ from tradehall.engine.orders import (
 )
 from tradehall.marketdata import Bar, PublicTrade
 from tradehall.store import dump, prune
-from tradehall.store.base import FuturesDoc, Snapshot, StoreError, StoreRefused
-from tradehall.store.batch import Batch, KeyRow, UserRow
+from tradehall.store.base import FuturesDoc, ProjectionMoved, Snapshot, StoreError, StoreRefused
+from tradehall.store.batch import PROJECTED, Batch, KeyRow, UserRow
 from tradehall.store.schema import ADMIN_LOG_VERSION, MIGRATIONS, SQLITE, TABLES, Only, Table
 
 Row = tuple[Any, ...]
@@ -466,7 +466,11 @@ class SQLStore(Generic[C]):
                 if self._next_admin_id is None:
                     self._next_admin_id = self._next_id(conn, "admin_log")
                 first_admin_id = self._next_admin_id
+            if batch.projects is not None:
+                batch.engine_state[PROJECTED] = batch.projects[1]
             with self._batch_transaction(conn):
+                if batch.projects is not None:
+                    self._claim_projection(conn, batch.projects[0])
                 for text, rows in batch_rows(batch, first_ledger_id, first_admin_id):
                     self._executemany(conn, self._sql(text), rows)
                 written = perf_counter()
@@ -476,6 +480,25 @@ class SQLStore(Generic[C]):
             self._next_ledger_id = first_ledger_id + len(batch.ledger)
             if batch.admin_log:
                 self._next_admin_id = first_admin_id + len(batch.admin_log)
+
+    def _claim_projection(self, conn: C, after: int) -> None:
+        """Inside a projector's commit: the projections must still stand at ``after`` (else
+        another projector wrote these records: this commit is rolled back)."""
+        row = self._one(conn, self._projected_sql(), (PROJECTED,))
+        now = int(row[0]) if row else 0
+        if now != after:
+            raise ProjectionMoved(f"the projections stand at {now}, not {after}")
+
+    def _projected_sql(self) -> str:
+        return "SELECT value FROM engine_state WHERE name = ?"
+
+    def projected(self) -> int:
+        """The last journal record the projections hold (0: none yet)."""
+        with self._failing("reading the projection's position"):
+            row = self._one(
+                self._conn(), "SELECT value FROM engine_state WHERE name = ?", (PROJECTED,)
+            )
+            return int(row[0]) if row else 0
 
     checkpoints: ClassVar[bool] = False
     """Whether ``checkpoint`` does anything (SQLite's write-ahead log); the group committer
@@ -487,71 +510,79 @@ class SQLStore(Generic[C]):
 
     # ------------------------------------------------------------- recovery
 
+    def _read_snapshot(self, conn: C) -> contextlib.AbstractContextManager[object]:
+        """A read transaction: every query in it sees the same committed state (a projector
+        may be committing meanwhile)."""
+        raise NotImplementedError
+
     def load(self, symbols: list[str], bars_to_keep: dict[str, int]) -> Snapshot:
         with self._failing("loading the store"):
             conn = self._conn()
-            snap = Snapshot()
-            snap.users = [
-                UserRow(*r)
-                for r in self._rows(conn, "SELECT id, name, created FROM users ORDER BY id")
-            ]
-            snap.keys = [
-                KeyRow(k, s, uid, bool(ro), tuple(filter(None, ips.split(","))), c, rv)
-                for k, s, uid, ro, ips, c, rv in self._rows(
-                    conn,
-                    "SELECT api_key, secret, user_id, read_only, ips, created, revoked"
-                    f" FROM api_keys ORDER BY api_key{self.bytewise}",
-                )
-            ]
-            snap.balances = self._rows(
+            with self._read_snapshot(conn):
+                return self._load(conn, symbols, bars_to_keep)
+
+    def _load(self, conn: C, symbols: list[str], bars_to_keep: dict[str, int]) -> Snapshot:
+        snap = Snapshot()
+        snap.users = [
+            UserRow(*r) for r in self._rows(conn, "SELECT id, name, created FROM users ORDER BY id")
+        ]
+        snap.keys = [
+            KeyRow(k, s, uid, bool(ro), tuple(filter(None, ips.split(","))), c, rv)
+            for k, s, uid, ro, ips, c, rv in self._rows(
                 conn,
-                "SELECT account, asset, free, locked FROM balances"
-                f" ORDER BY account, asset{self.bytewise}",
+                "SELECT api_key, secret, user_id, read_only, ips, created, revoked"
+                f" FROM api_keys ORDER BY api_key{self.bytewise}",
             )
-            snap.transfers = [
-                (tx, TransferRecord(i, a, asset, amount))
-                for i, tx, a, asset, amount in self._rows(
-                    conn, "SELECT id, tx_id, account, asset, amount FROM transfers ORDER BY id"
-                )
-            ]
-            snap.open_orders = open_orders(conn.execute(OPEN_ORDERS), order_kinds(symbols))
-            snap.margin_accounts = self._rows(
-                conn, "SELECT id, user_id, symbol FROM margin_accounts ORDER BY id"
+        ]
+        snap.balances = self._rows(
+            conn,
+            "SELECT account, asset, free, locked FROM balances"
+            f" ORDER BY account, asset{self.bytewise}",
+        )
+        snap.transfers = [
+            (tx, TransferRecord(i, a, asset, amount))
+            for i, tx, a, asset, amount in self._rows(
+                conn, "SELECT id, tx_id, account, asset, amount FROM transfers ORDER BY id"
             )
-            snap.debts = self._rows(
-                conn,
-                "SELECT account, asset, principal, interest FROM margin_debts"
-                " WHERE principal <> 0 OR interest <> 0"
-                f" ORDER BY account, asset{self.bytewise}",
-            )
-            snap.engine_state = dict(self._rows(conn, "SELECT name, value FROM engine_state"))
-            self._load_futures(conn, snap)
-            # Conditional orders share the order id space with spot and futures orders.
-            snap.next_order_id = max(
-                self._next_id(conn, "orders"),
-                snap.futures_max_ids.get(KIND_ORDER, 0) + 1,
-                snap.futures_max_ids.get(KIND_TRIGGER, 0) + 1,
-            )
-            snap.next_trade_id = self._next_id(conn, "trades")
-            for symbol in symbols:
-                for interval, keep in bars_to_keep.items():
-                    rows = self._rows(
-                        conn,
-                        "SELECT open_time, open, high, low, close, volume, amount FROM klines"
-                        " WHERE symbol = ? AND interval = ? ORDER BY open_time DESC LIMIT ?",
-                        (symbol, interval, keep),
-                    )
-                    if rows:
-                        snap.bars.append((symbol, interval, [Bar(*r) for r in reversed(rows)]))
-                trades = self._rows(
+        ]
+        snap.open_orders = open_orders(conn.execute(OPEN_ORDERS), order_kinds(symbols))
+        snap.margin_accounts = self._rows(
+            conn, "SELECT id, user_id, symbol FROM margin_accounts ORDER BY id"
+        )
+        snap.debts = self._rows(
+            conn,
+            "SELECT account, asset, principal, interest FROM margin_debts"
+            " WHERE principal <> 0 OR interest <> 0"
+            f" ORDER BY account, asset{self.bytewise}",
+        )
+        snap.engine_state = dict(self._rows(conn, "SELECT name, value FROM engine_state"))
+        self._load_futures(conn, snap)
+        # Conditional orders share the order id space with spot and futures orders.
+        snap.next_order_id = max(
+            self._next_id(conn, "orders"),
+            snap.futures_max_ids.get(KIND_ORDER, 0) + 1,
+            snap.futures_max_ids.get(KIND_TRIGGER, 0) + 1,
+        )
+        snap.next_trade_id = self._next_id(conn, "trades")
+        for symbol in symbols:
+            for interval, keep in bars_to_keep.items():
+                rows = self._rows(
                     conn,
-                    "SELECT id, time, price, qty, taker_side, quote FROM trades WHERE symbol = ?"
-                    f" ORDER BY id DESC LIMIT {prune.RECENT_TRADES}",
-                    (symbol,),
+                    "SELECT open_time, open, high, low, close, volume, amount FROM klines"
+                    " WHERE symbol = ? AND interval = ? ORDER BY open_time DESC LIMIT ?",
+                    (symbol, interval, keep),
                 )
-                if trades:
-                    snap.recent_trades.append((symbol, [PublicTrade(*r) for r in reversed(trades)]))
-            return snap
+                if rows:
+                    snap.bars.append((symbol, interval, [Bar(*r) for r in reversed(rows)]))
+            trades = self._rows(
+                conn,
+                "SELECT id, time, price, qty, taker_side, quote FROM trades WHERE symbol = ?"
+                f" ORDER BY id DESC LIMIT {prune.RECENT_TRADES}",
+                (symbol,),
+            )
+            if trades:
+                snap.recent_trades.append((symbol, [PublicTrade(*r) for r in reversed(trades)]))
+        return snap
 
     def _load_futures(self, conn: C, snap: Snapshot) -> None:
         by_kind: dict[str, list[object]] = {}

@@ -152,5 +152,14 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                     conn.execute("ROLLBACK")
             raise
 
+    @contextlib.contextmanager
+    def _read_snapshot(self, conn: sqlite3.Connection) -> Iterator[None]:
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+
     def _executemany(self, conn: sqlite3.Connection, sql: str, rows: list[Row]) -> None:
         conn.executemany(sql, rows)

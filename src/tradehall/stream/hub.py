@@ -135,7 +135,7 @@ class Hub(Fanout):
         exchange = self.exchange
         if key.row.revoked is not None or exchange.keys.get(key.row.api_key) is not key:
             return False
-        if not exchange.selfservice.use(exchange.pending, key.row.api_key, self.clock()):
+        if not exchange.selfservice.use(exchange.note_state, key.row.api_key, self.clock()):
             return False  # a self-service key that expired
         confirmed()
         return True

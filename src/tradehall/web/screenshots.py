@@ -28,7 +28,7 @@ from tradehall.api.app import create_app
 from tradehall.client import AdminClient, Client
 from tradehall.config import load_config
 from tradehall.datadir import DataDir
-from tradehall.exchange import Exchange
+from tradehall.projector import open_exchange
 from tradehall.server import GracefulServer, listen, url_for, uvicorn_config
 from tradehall.store.factory import open_store
 
@@ -78,9 +78,7 @@ def serve_demo(data_dir: Path, clock: ShiftedClock) -> Iterator[Venue]:
     datadir.ensure()
     cfg = load_config()
     store = open_store("", datadir.path, synchronous="normal")
-    store.migrate()
-    exchange = Exchange(cfg, store, secret_box=datadir.secret_box())
-    exchange.recover()
+    exchange = open_exchange(cfg, store, datadir.secret_box(), inline=True)
     demo = ops.ensure_demo(exchange, clock())
     exchange.commit_now()
     token = datadir.admin_token()

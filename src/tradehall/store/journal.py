@@ -1,0 +1,269 @@
+"""The journal: the exchange's durable record, one append per group commit.
+
+Each record holds a batch of *entries*, what replaying needs to rebuild the exchange
+deterministically: the engine commands that were applied (in the order they were applied),
+and the few changes made beside the engine whose outcome a replay could not reproduce (a new
+user, an API key with its random secret already sealed, an admin action's trail entry).
+Refused commands change nothing and are not recorded.
+
+A record's sequence number is the table's primary key: two writers can never both append
+sequence N (the second one's INSERT fails, and it stops: fail-stop). ``epoch`` says which
+engine run (later, which leader) appended it.
+
+SQLite keeps the journal in a file of its own beside the projections (``journal.db`` in the
+data folder), so that the projector's writes never wait on the engine's appends nor delay
+them; PostgreSQL keeps it in a table of the same database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import msgspec
+
+from tradehall.engine import commands as c
+from tradehall.store.base import StoreError
+from tradehall.store.batch import AdminLogRow, KeyRow, UserRow
+from tradehall.store.sql import SQLStore
+
+FORMAT = 1
+"""The encoding of a record's body (stored with it): a later release reads older ones."""
+
+
+class StateNoted(msgspec.Struct, frozen=True, gc=False):
+    """A named integer of the exchange's state kept beside the engine's (``engine_state``):
+    a self-service key's last use, a faucet's count."""
+
+    name: str
+    value: int
+
+
+Record = UserRow | KeyRow | AdminLogRow | StateNoted
+"""Changes made beside the engine: a new user, an API key written (created or revoked, its
+secret sealed as the store keeps it), an admin action's trail entry, a named integer."""
+Entry = c.Command | Record
+
+KINDS: tuple[type[Any], ...] = (
+    c.PlaceOrder,
+    c.PlaceBatch,
+    c.CancelOrder,
+    c.CancelBatch,
+    c.Deposit,
+    c.Withdraw,
+    c.MarginTransfer,
+    c.MarginRepay,
+    c.AccrueInterest,
+    c.FuturesPlace,
+    c.FuturesCancel,
+    c.FuturesCancelAll,
+    c.FuturesTransfer,
+    c.SetLeverage,
+    c.SetMarginMode,
+    c.AdjustPositionMargin,
+    c.SetIndexPrice,
+    c.FuturesTick,
+    c.SettleFunding,
+    c.ClosePositions,
+    UserRow,
+    KeyRow,
+    AdminLogRow,
+    StateNoted,
+)
+"""Every entry type, by its number in a record. Append only: a number, once used, keeps its
+meaning (older journals are read by later releases)."""
+
+_KIND_OF = {kind: i for i, kind in enumerate(KINDS)}
+_ENCODER = msgspec.msgpack.Encoder()
+_OUTER = msgspec.msgpack.Decoder(list[tuple[int, msgspec.Raw]])
+_DECODERS = [msgspec.msgpack.Decoder(kind) for kind in KINDS]
+
+
+def encode(entries: Sequence[Entry]) -> bytes:
+    kind_of = _KIND_OF
+    return _ENCODER.encode([(kind_of[type(e)], e) for e in entries])
+
+
+def decode(body: bytes) -> list[Entry]:
+    decoders = _DECODERS
+    try:
+        return [decoders[kind].decode(raw) for kind, raw in _OUTER.decode(body)]
+    except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
+        raise StoreError(f"a journal record could not be read: {exc}") from exc
+
+
+class JournalRecord(msgspec.Struct, frozen=True, gc=False):
+    seq: int
+    epoch: int
+    time: int
+    entries: list[Entry]
+
+
+TABLE = (
+    "CREATE TABLE IF NOT EXISTS journal ("
+    " seq BIGINT PRIMARY KEY,"
+    " epoch BIGINT NOT NULL,"
+    " time BIGINT NOT NULL,"
+    " format INTEGER NOT NULL,"
+    " body {blob} NOT NULL)"
+)
+META = "CREATE TABLE IF NOT EXISTS journal_meta (name TEXT PRIMARY KEY, value BIGINT NOT NULL)"
+
+
+class Journal:
+    """The journal table on a store's connections (SQLite: a file of its own)."""
+
+    def __init__(self, db: SQLStore[Any], *, blob: str = "BLOB") -> None:
+        self.db = db
+        self._blob = blob
+        self._ready = False
+        self.last_sync_seconds: float | None = None
+
+    def _sql(self, text: str) -> str:
+        return text if self.db.placeholder == "?" else text.replace("?", self.db.placeholder)
+
+    def prepare(self) -> None:
+        """Create the tables if they are not there (the journal has no other migrations)."""
+        if self._ready:
+            return
+        with self.db._failing("creating the journal"):
+            conn = self.db._write_conn()
+            with self.db._transaction(conn):
+                conn.execute(TABLE.format(blob=self._blob))
+                conn.execute(META)
+        self._ready = True
+
+    def exists(self) -> bool:
+        """Whether the journal's table is there (a store of an older release has none)."""
+        with self.db._failing("looking for the journal"):
+            return self.db._exists(self.db._write_conn(), "journal")
+
+    def head(self) -> int:
+        """The highest sequence number appended (or the base it starts after), 0 if none."""
+        self.prepare()
+        with self.db._failing("reading the journal's head"):
+            conn = self.db._write_conn()
+            top = conn.execute("SELECT MAX(seq) FROM journal").fetchone()[0]
+            return max(int(top or 0), self._meta(conn, "base"))
+
+    def first(self) -> int | None:
+        """The lowest sequence number still kept (None when empty)."""
+        self.prepare()
+        with self.db._failing("reading the journal"):
+            row = self.db._conn().execute("SELECT MIN(seq) FROM journal").fetchone()
+            return None if row[0] is None else int(row[0])
+
+    def _meta(self, conn: Any, name: str) -> int:
+        row = conn.execute(
+            self._sql("SELECT value FROM journal_meta WHERE name = ?"), (name,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_base(self, seq: int) -> None:
+        """The journal continues after ``seq`` (an imported store's projections were made
+        from a journal that is not here)."""
+        self.prepare()
+        with self.db._failing("writing the journal's base"):
+            conn = self.db._write_conn()
+            with self.db._transaction(conn):
+                self._set_meta(conn, "base", seq)
+
+    def _set_meta(self, conn: Any, name: str, value: int) -> None:
+        conn.execute(self._sql("DELETE FROM journal_meta WHERE name = ?"), (name,))
+        conn.execute(
+            self._sql("INSERT INTO journal_meta (name, value) VALUES (?, ?)"), (name, value)
+        )
+
+    def next_epoch(self) -> int:
+        """Claim the next epoch (one per engine run): recorded with every append."""
+        self.prepare()
+        with self.db._failing("claiming an epoch"):
+            conn = self.db._write_conn()
+            with self.db._transaction(conn):
+                epoch = self._meta(conn, "epoch") + 1
+                self._set_meta(conn, "epoch", epoch)
+            return epoch
+
+    def append(self, seq: int, epoch: int, time: int, body: bytes) -> None:
+        """One record, durable when this returns (the store's commit syncs). Fails (and the
+        caller stops) if ``seq`` is already taken."""
+        from time import perf_counter
+
+        with self.db._failing("journal append"):
+            conn = self.db._write_conn()
+            with self.db._transaction(conn):
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO journal (seq, epoch, time, format, body)"
+                        " VALUES (?, ?, ?, ?, ?)"
+                    ),
+                    (seq, epoch, time, FORMAT, body),
+                )
+                written = perf_counter()
+            self.last_sync_seconds = perf_counter() - written
+
+    def read(self, after: int, limit: int = 256) -> list[JournalRecord]:
+        """Records with a sequence number above ``after``, ascending, at most ``limit``."""
+        self.prepare()
+        with self.db._failing("reading the journal"):
+            rows = (
+                self.db._conn()
+                .execute(
+                    self._sql(
+                        "SELECT seq, epoch, time, format, body FROM journal WHERE seq > ?"
+                        " ORDER BY seq LIMIT ?"
+                    ),
+                    (after, limit),
+                )
+                .fetchall()
+            )
+        out = []
+        for seq, epoch, time, fmt, body in rows:
+            if fmt != FORMAT:
+                raise StoreError(
+                    f"journal record {seq} has format {fmt}; this release reads {FORMAT}"
+                )
+            out.append(JournalRecord(int(seq), int(epoch), int(time), decode(bytes(body))))
+        return out
+
+    def records(self, after: int, upto: int | None = None) -> Iterator[JournalRecord]:
+        """Every record above ``after`` (up to ``upto``), read in chunks."""
+        while True:
+            chunk = self.read(after)
+            for record in chunk:
+                if upto is not None and record.seq > upto:
+                    return
+                yield record
+            if len(chunk) < 256:
+                return
+            after = chunk[-1].seq
+
+    def compact(self, upto: int, limit: int = 5000) -> int:
+        """Delete up to ``limit`` records with a sequence number at or below ``upto``; how
+        many went. Short, so that appends waiting behind it wait little."""
+        self.prepare()
+        with self.db._failing("compacting the journal"):
+            conn = self.db._write_conn()
+            with self.db._transaction(conn):
+                low = conn.execute("SELECT MIN(seq) FROM journal").fetchone()[0]
+                if low is None or int(low) > upto:
+                    return 0
+                high = min(upto, int(low) + limit - 1)
+                base = self._meta(conn, "base")
+                if high > base:
+                    self._set_meta(conn, "base", high)  # the head never goes back
+                cur = conn.execute(self._sql("DELETE FROM journal WHERE seq <= ?"), (high,))
+                return int(getattr(cur, "rowcount", 0) or 0)
+
+    def stats(self) -> dict[str, int | None]:
+        self.prepare()
+        with self.db._failing("reading the journal"):
+            conn = self.db._conn()
+            low, high, count = conn.execute(
+                "SELECT MIN(seq), MAX(seq), COUNT(*) FROM journal"
+            ).fetchone()
+            return {
+                "first": None if low is None else int(low),
+                "last": None if high is None else int(high),
+                "records": int(count),
+            }

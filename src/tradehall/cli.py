@@ -42,6 +42,7 @@ from tradehall.projector import attach_inline, open_exchange
 from tradehall.retention import directly, prune_pass
 from tradehall.secretbox import ENV_VAR as SECRET_KEY_ENV
 from tradehall.secretbox import SecretBox, SecretKeyError
+from tradehall.sim.replay import ReplayError, with_histories
 from tradehall.sim.settings import with_speed
 from tradehall.store import dump
 from tradehall.store.base import Store, StoreError, StoreRefused
@@ -419,6 +420,7 @@ def serve(
         if speed is not None:
             cfg = replace(cfg, simulation=with_speed(cfg.simulation, speed))
         simulate = (sim or demo or cfg.simulation.enabled) and not no_sim
+        cfg = _with_histories(cfg, simulate)
         server.run(
             cfg,
             datadir,
@@ -431,6 +433,17 @@ def serve(
         )
 
     _run_server(config, data_dir, database, as_json, run)
+
+
+def _with_histories(cfg: Config, simulate: bool) -> Config:
+    """The simulation's replay files read, when it runs (only then: a day of trades takes
+    seconds); a bad file stops the command like a bad configuration."""
+    if not simulate:
+        return cfg
+    try:
+        return replace(cfg, simulation=with_histories(cfg.simulation))
+    except ReplayError as exc:
+        raise CliError(f"configuration error: {exc}") from None
 
 
 def _run_server(
@@ -503,7 +516,7 @@ def engine(
         database,
         as_json,
         lambda cfg, datadir: run_engine(
-            cfg,
+            _with_histories(cfg, sim or cfg.simulation.enabled),
             datadir,
             "127.0.0.1",
             admin_port,
@@ -1120,7 +1133,12 @@ def _sim_text(result: Any) -> str:
     if result.get("error"):
         lines.append(f"error: {result['error']}")
     for m in result.get("markets", []):
-        lines.append(f"  {m['symbol']:<12} {m['model']:<7} reference {m['reference']}")
+        line = f"  {m['symbol']:<12} {m['model']:<7} reference {m['reference']}"
+        if "replay" in m:
+            r = m["replay"]
+            at = datetime.fromtimestamp(r["historyTime"] / 1000, UTC).isoformat(timespec="seconds")
+            line += f"  ({r['file']} at {at.replace('+00:00', 'Z')}, round {r['round']})"
+        lines.append(line)
     for p in result.get("participants", []):
         state = p["state"] + (f": {p['note']}" if p["note"] else "")
         lines.append(

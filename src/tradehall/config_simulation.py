@@ -1,6 +1,7 @@
 """The ``[simulation]`` section of the configuration (docs/simulation.md): validated like the
-rest of config.py, every problem one line naming the file, line and field. A replay CSV is
-read here too, so a bad file stops the command before anything starts."""
+rest of config.py, every problem one line naming the file, line and field. A replay file is
+opened here and its format told from its first line; what runs the simulation reads it whole
+before it starts (``sim.replay.with_histories``), so a bad file stops that command too."""
 
 from __future__ import annotations
 
@@ -19,19 +20,19 @@ from tradehall.config import (
     locate_line,
 )
 from tradehall.engine.markets import MarketsSpec
-from tradehall.sim.replay import ReplayError, load_points
+from tradehall.sim.replay import FORMATS, ReplayError, check
 from tradehall.sim.settings import (
     FaultRule,
     FaultSettings,
     MakerSettings,
     PathSettings,
-    ReplayPoint,
     SimulationSettings,
     TakerSettings,
 )
 
 BUILTIN_PREFIX = "builtin:"
-"""``replay = "builtin:btcusdt-1m.csv"`` names a file shipped in tradehall/sim/data."""
+"""``replay = "builtin:btcusdt-1m.csv"`` names a file shipped in tradehall/sim/data (its
+README.md lists them)."""
 
 _KEYS = (
     "enabled",
@@ -47,7 +48,17 @@ _KEYS = (
     "reset",
 )
 _RESET_KEYS = ("spot", "futures")
-_PATH_KEYS = ("model", "price", "drift", "volatility", "jump_rate", "jump_size", "replay", "speed")
+_PATH_KEYS = (
+    "model",
+    "price",
+    "drift",
+    "volatility",
+    "jump_rate",
+    "jump_size",
+    "replay",
+    "replay_format",
+    "speed",
+)
 _MARKET_KEYS = ("symbol", *_PATH_KEYS)
 _MAKER_KEYS = ("levels", "spacing_bps", "size", "max_inventory", "skew")
 _TAKER_KEYS = ("rate", "min_size", "max_size", "limit_share", "limit_slippage_bps")
@@ -164,13 +175,17 @@ def _path(
         price = table.decimal("price")
         if price <= 0:
             raise table.error("price", f"must be positive, got {_plain(price)}")
-    replay = table.string("replay", base.replay or "-") if "replay" in table.values else ""
-    points: tuple[ReplayPoint, ...] = ()
+    replay = table.string("replay") if "replay" in table.values else base.replay
+    fmt = table.string("replay_format", base.replay_format)
+    if fmt not in FORMATS:
+        raise table.error("replay_format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    replay_file = ""
     if model == "replay":
         if not replay:
-            raise table.error("replay", "missing: model 'replay' needs a CSV file")
+            raise table.error("replay", "missing: model 'replay' needs a history file")
+        replay_file = str(_replay_file(replay, source))
         try:
-            points = load_points(_replay_file(replay, source))
+            check(Path(replay_file), fmt)
         except ReplayError as exc:
             raise ConfigError(exc.source, exc.problem, line=exc.line, field=exc.field) from None
     return PathSettings(
@@ -181,8 +196,9 @@ def _path(
         jump_rate=_number(table, "jump_rate", base.jump_rate, 0.0, 3600.0),
         jump_size=_number(table, "jump_size", base.jump_size, 0.0, 1.0),
         replay=replay,
+        replay_format=fmt,
+        replay_file=replay_file,
         speed=_number(table, "speed", base.speed, 0.001, 1_000_000.0),
-        points=points,
     )
 
 

@@ -4,14 +4,15 @@ line naming the file, the line and the field."""
 from __future__ import annotations
 
 import random
+from array import array
 from pathlib import Path
 
 import pytest
 
 from tradehall.config import ConfigError, load_config, parse_config
 from tradehall.sim.paths import GbmPath, ReplayPath
-from tradehall.sim.replay import ReplayError, load_points
-from tradehall.sim.settings import PathSettings, ReplayPoint
+from tradehall.sim.replay import ReplayError, load_history, with_histories
+from tradehall.sim.settings import History, PathSettings
 
 BASE = (
     Path(__file__).resolve().parents[2] / "src" / "tradehall" / "default_config.toml"
@@ -34,26 +35,51 @@ def test_gbm_is_reproducible_from_its_seed_and_follows_its_drift() -> None:
     assert len(set(jumpy)) > 10  # only jumps move it
 
 
-def test_replay_plays_the_history_scaled_to_the_start_price_at_its_speed() -> None:
-    points = (ReplayPoint(0, 10.0), ReplayPoint(1_000, 11.0), ReplayPoint(2_000, 9.0))
-    path = ReplayPath(points, speed=2.0, start=100.0)
-    assert path.step(0.5) == pytest.approx(110.0)  # 1 s of history in 0.5 s
-    assert path.step(0.5) == pytest.approx(90.0)
-    path.step(0.5)  # past the end: loops, going on from where it ended
-    assert path.price == pytest.approx(90.0 * 11.0 / 10.0)
+def history(times: list[int], prices: list[float], end: int) -> History:
+    return History(array("q", times), array("d", prices), 0, end, "trades", "csv", len(times))
+
+
+def steps(h: History) -> list[tuple[int, float]]:
+    return list(zip(h.times, h.prices, strict=True))
+
+
+def test_replay_plays_the_history_at_its_speed_and_loops_going_on_from_its_end() -> None:
+    path = ReplayPath(history([0, 1_000, 2_000], [10.0, 11.0, 9.0], 2_000), speed=2.0, start=10.0)
+    assert path.step(0.5) == pytest.approx(11.0)  # 1 s of history in 0.5 s
+    path.step(0.25)
+    assert path.price == pytest.approx(11.0) and path.view()["historyTime"] == 1_500
+    # The end: round 2 starts from where round 1 ended (9), the history scaled by 9/10.
+    assert path.step(0.25) == pytest.approx(9.0) and path.view()["round"] == 2
+    assert path.step(0.5) == pytest.approx(9.0 * 11.0 / 10.0)
+    scaled = ReplayPath(history([0, 1_000], [10.0, 11.0], 1_000), speed=1.0, start=100.0)
+    assert scaled.step(1.0) == pytest.approx(110.0)  # a market that had traded at 100
 
 
 def test_candles_and_trades_files(tmp_path: Path) -> None:
     candles = tmp_path / "c.csv"
-    candles.write_text("Time,Open,High,Low,Close,Volume\n0,10,12,9,11,1\n60,11,11.5,10,10.5,1\n")
-    points = load_points(candles)
-    assert [p.price for p in points[:4]] == [10, 9, 12, 11]  # open, nearer extreme, other, close
-    assert [p.ms for p in points[:4]] == [0, 15_000, 30_000, 45_000]
+    candles.write_text(
+        "Time,Open,High,Low,Close,Volume\n0,10,12,9,11,1\n60,11,11.5,10,10.5,1\n180,10.5,11,10,10.5,1\n"
+    )
+    h = load_history(candles)
+    # Closing up: open, low, high, close; closing down: open, high, low, close; a quarter each.
+    assert steps(h)[:8] == [
+        (0, 10.0),
+        (15_000, 9.0),
+        (30_000, 12.0),
+        (45_000, 11.0),
+        (75_000, 11.5),
+        (90_000, 10.0),
+        (105_000, 10.5),
+        (195_000, 10.0),  # after the gap (120..180 s) the close held; flat: nearer extreme first
+    ]
+    assert (h.kind, h.format, h.rows, h.start_ms, h.end_ms) == ("candles", "csv", 3, 0, 240_000)
     trades = tmp_path / "t.csv"
     trades.write_text(
-        "price,time,qty\n5,2024-01-01T00:00:00+00:00,1\n6,2024-01-01T00:00:01+00:00,1\n"
+        "price,time,qty\n5,2024-01-01T00:00:00+00:00,1\n6,2024-01-01T00:00:01,1\n6,1704067202,1\n"
     )
-    assert load_points(trades) == (ReplayPoint(0, 5.0), ReplayPoint(1_000, 6.0))
+    h = load_history(trades)
+    assert steps(h) == [(0, 5.0), (1_000, 6.0)] and h.end_ms == 2_000 and h.rows == 3
+    assert h.start_ms == 1_704_067_200_000  # ISO without an offset is UTC
 
 
 @pytest.mark.parametrize(
@@ -73,7 +99,7 @@ def test_a_bad_replay_file_is_named_with_line_and_field(
     bad = tmp_path / "bad.csv"
     bad.write_text(text)
     with pytest.raises(ReplayError) as caught:
-        load_points(bad)
+        load_history(bad)
     assert str(caught.value).startswith(str(bad)) and expected in str(caught.value)
 
 
@@ -134,8 +160,9 @@ def test_the_shipped_sample_replays() -> None:
         'replay = "builtin:btcusdt-1m.csv"\nspeed = 10\n'
     )
     cfg = parse_config(BASE + extra, "x.toml")
-    market = cfg.simulation.overrides["BTCUSDT"]
-    assert market.model == "replay" and market.speed == 10 and len(market.points) == 960
+    market = with_histories(cfg.simulation).overrides["BTCUSDT"]
+    assert market.model == "replay" and market.speed == 10
+    assert market.history is not None and market.history.rows == 240
 
 
 def test_speed_runs_a_random_walk_faster_as_far_as_it_goes() -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Protocol
+from bisect import bisect_right
+from typing import Any, Protocol
 
-from tradehall.sim.settings import PathSettings, ReplayPoint
+from tradehall.sim.settings import History, PathSettings
 
 YEAR_S = 365 * 24 * 3600.0
 HOUR_S = 3600.0
@@ -45,35 +46,48 @@ class GbmPath:
 
 
 class ReplayPath:
-    """A recorded history played at ``speed`` times real time, scaled so that it starts at
-    ``start`` (the history's shape, around the market's own price), and looped when it
-    ends."""
+    """A recorded history played at ``speed`` times real time, from ``start`` (the history's
+    own first price on a market that has not traded; else the market's last price, the
+    history scaled to go on from it), and looped when it ends: each new round goes on from
+    where the last ended."""
 
-    def __init__(self, points: tuple[ReplayPoint, ...], speed: float, start: float) -> None:
-        self.points = points
+    def __init__(self, history: History, speed: float, start: float, name: str = "") -> None:
+        self.history = history
         self.speed = speed
-        self.scale = start / points[0].price
+        self.name = name
+        self.scale = start / history.prices[0]
         self.elapsed_ms = 0.0
         self.index = 0
+        self.rounds = 0
         self.price = start
 
     def step(self, dt_s: float) -> float:
+        h = self.history
         self.elapsed_ms += dt_s * 1000 * self.speed
-        last = self.points[-1].ms
-        if last > 0 and self.elapsed_ms > last:
-            # Loop: the next round starts where this one ended, rescaled to go on from it.
-            self.elapsed_ms -= last
-            self.scale = self.price / self.points[0].price
+        if h.end_ms > 0 and self.elapsed_ms >= h.end_ms:
+            rounds = int(self.elapsed_ms // h.end_ms)
+            self.elapsed_ms -= rounds * h.end_ms
+            self.scale *= (h.prices[-1] / h.prices[0]) ** rounds
+            self.rounds += rounds
             self.index = 0
-        while self.index + 1 < len(self.points) and self.points[self.index + 1].ms <= (
-            self.elapsed_ms
-        ):
-            self.index += 1
-        self.price = self.points[self.index].price * self.scale
+        self.index = bisect_right(h.times, self.elapsed_ms, lo=self.index) - 1
+        self.price = h.prices[self.index] * self.scale
         return self.price
+
+    def view(self) -> dict[str, Any]:
+        """Where the replay is, for ``sim status``: the history's own time (UNIX ms), the
+        round (1: the first time through) and the scale of its prices."""
+        h = self.history
+        return {
+            "file": self.name,
+            "format": h.format,
+            "historyTime": h.start_ms + int(self.elapsed_ms),
+            "round": self.rounds + 1,
+            "scale": round(self.scale, 12),
+        }
 
 
 def make_path(settings: PathSettings, start: float, rng: random.Random) -> Path:
-    if settings.model == "replay":
-        return ReplayPath(settings.points, settings.speed, start)
+    if settings.model == "replay" and settings.history is not None:
+        return ReplayPath(settings.history, settings.speed, start, settings.replay)
     return GbmPath(settings, start, rng)

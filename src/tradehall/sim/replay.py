@@ -1,118 +1,125 @@
-"""Reading a price history to replay from CSV.
+"""Reading a price history to replay (docs/simulation.md, "Replayed histories"): the format
+named by ``replay_format``, or told from the file's first line (``auto``), and read into the
+steps of a reference path. A file that cannot be read is refused with one line naming the file,
+the line and the field (``ReplayError``).
 
-Two formats, told apart by the header line (column names, case-insensitive, any order, other
-columns ignored):
-
-- candles: ``time,open,high,low,close`` (``volume`` optional): each candle is replayed as
-  open, then the extreme nearer the open, the other extreme and the close, spread evenly over
-  the time to the next candle;
-- trades: ``time,price`` (``qty`` optional): each trade's price at its time.
-
-``time`` is UNIX time in milliseconds or seconds (values below 10**11 are seconds), or an
-ISO 8601 date-time; rows must be in time order. Prices are positive decimals.
+Formats: ``csv`` (tradehall's own columns, replay_csv.py), ``binance-klines`` and
+``binance-aggtrades`` (data.binance.vision, replay_binance.py), ``klines-json`` (saved
+``/klines`` answers, replay_json.py). A ``.zip`` holding one file (as the archive serves them)
+is read as that file.
 """
 
 from __future__ import annotations
 
 import csv
-from datetime import datetime
+import io
+import itertools
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from typing import TextIO
 
-from tradehall.sim.settings import ReplayPoint
+from tradehall.sim import replay_binance, replay_csv, replay_json
+from tradehall.sim.replay_history import ReplayError
+from tradehall.sim.settings import History, PathSettings, SimulationSettings
 
-CANDLE_COLUMNS = ("time", "open", "high", "low", "close")
-TRADE_COLUMNS = ("time", "price")
+__all__ = ["FORMATS", "ReplayError", "check", "detect", "load_history", "with_histories"]
+
+AUTO = "auto"
+_READERS: dict[str, Callable[[str, TextIO], History]] = {
+    replay_csv.FORMAT: replay_csv.read,
+    replay_binance.KLINES: replay_binance.read_klines,
+    replay_binance.AGGTRADES: replay_binance.read_aggtrades,
+    replay_json.FORMAT: lambda source, stream: replay_json.read(source, stream.read()),
+}
+FORMATS = (AUTO, *_READERS)
+CHECKED_LINES = 50
 
 
-class ReplayError(Exception):
-    """A problem with a replay file: ``<file>:<line>: <field>: <problem>``."""
+def load_history(path: Path, fmt: str = AUTO) -> History:
+    source = str(path)
+    fmt = check(path, fmt)
+    try:
+        with _open(source, path) as stream:
+            return _READERS[fmt](source, stream)
+    except UnicodeDecodeError as exc:
+        raise ReplayError(source, 1, "file", f"not UTF-8 text: {exc.reason}") from None
 
-    def __init__(self, source: str, line: int, field: str, problem: str) -> None:
-        self.source = source
-        self.line = line
-        self.field = field
-        self.problem = problem
-        super().__init__(f"{source}:{line}: {field}: {problem}")
 
-
-def load_points(path: Path) -> tuple[ReplayPoint, ...]:
+def check(path: Path, fmt: str = AUTO) -> str:
+    """The format of the file at ``path`` (``fmt``, or told from its first line), having read
+    its first ``CHECKED_LINES`` lines as that format (a JSON file: its first line only): the
+    configuration's check, cheap on a file of any size."""
     source = str(path)
     try:
-        text = path.read_text("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        with _open(source, path) as stream:
+            head = list(itertools.islice(stream, CHECKED_LINES))
+    except UnicodeDecodeError as exc:
+        raise ReplayError(source, 1, "file", f"not UTF-8 text: {exc.reason}") from None
+    fmt = detect(source, head[0] if head else "") if fmt == AUTO else fmt
+    if fmt != replay_json.FORMAT:
+        _READERS[fmt](source, io.StringIO("".join(head), newline=""))
+    return fmt
+
+
+def with_histories(settings: SimulationSettings) -> SimulationSettings:
+    """``settings`` with every replay's history read (each file once)."""
+    read: dict[tuple[str, str], History] = {}
+
+    def load(path: PathSettings) -> PathSettings:
+        if path.model != "replay" or path.history is not None:
+            return path
+        key = (path.replay_file, path.replay_format)
+        if key not in read:
+            read[key] = load_history(Path(path.replay_file), path.replay_format)
+        return replace(path, history=read[key])
+
+    return replace(
+        settings,
+        path=load(settings.path),
+        overrides={symbol: load(path) for symbol, path in settings.overrides.items()},
+    )
+
+
+def detect(source: str, first_line: str) -> str:
+    """The format a file's first line shows; a ReplayError when it shows none."""
+    head = first_line.lstrip("\ufeff \t\r\n")
+    if not head:
+        raise ReplayError(source, 1, "format", "empty first line: cannot tell the format")
+    if head[0] in "[{":
+        return replay_json.FORMAT
+    row = next(csv.reader([head]), [])
+    binance = replay_binance.looks_like(row)
+    if binance:
+        return binance
+    if row and not row[0].strip().lstrip("-").replace(".", "", 1).isdigit():
+        return replay_csv.FORMAT  # a header line: tradehall's own columns
+    raise ReplayError(
+        source,
+        1,
+        "format",
+        f"cannot tell the format of a row of {len(row)} columns without a header"
+        f" (binance-klines rows have 12, binance-aggtrades 7 or 8 ending in true/false):"
+        f" name it with replay_format ({', '.join(FORMATS[1:])})",
+    )
+
+
+@contextmanager
+def _open(source: str, path: Path) -> Iterator[TextIO]:
+    try:
+        if path.suffix.lower() == ".zip":
+            with zipfile.ZipFile(path) as archive:
+                names = [n for n in archive.namelist() if not n.endswith("/")]
+                if len(names) != 1:
+                    raise ReplayError(
+                        source, 1, "file", f"a .zip must hold one file, it holds {len(names)}"
+                    )
+                with archive.open(names[0]) as raw:
+                    yield io.TextIOWrapper(raw, "utf-8-sig", newline="")
+            return
+        with path.open(encoding="utf-8-sig", newline="") as stream:
+            yield stream
+    except (OSError, zipfile.BadZipFile) as exc:
         raise ReplayError(source, 1, "file", f"cannot read: {exc}") from None
-    rows = list(csv.reader(text.splitlines()))
-    if not rows:
-        raise ReplayError(source, 1, "header", "empty file: a header line is required")
-    header = [name.strip().lower() for name in rows[0]]
-    columns: tuple[str, ...]
-    if all(c in header for c in CANDLE_COLUMNS):
-        columns = CANDLE_COLUMNS
-    elif "price" in header or "open" not in header:
-        columns = TRADE_COLUMNS
-    else:
-        columns = CANDLE_COLUMNS
-    for name in columns:
-        if name not in header:
-            kind = "candles" if columns is CANDLE_COLUMNS else "trades"
-            raise ReplayError(
-                source, 1, name, f"missing column (a {kind} file needs {', '.join(columns)})"
-            )
-    at = {name: header.index(name) for name in columns}
-    points: list[tuple[int, list[float]]] = []
-    for number, row in enumerate(rows[1:], start=2):
-        if not row or all(not cell.strip() for cell in row):
-            continue
-        values: dict[str, str] = {}
-        for name in columns:
-            if at[name] >= len(row) or not row[at[name]].strip():
-                raise ReplayError(source, number, name, "missing value")
-            values[name] = row[at[name]].strip()
-        ms = _time(source, number, values["time"])
-        if points and ms < points[-1][0]:
-            raise ReplayError(source, number, "time", "rows must be in time order")
-        prices = [_price(source, number, name, values[name]) for name in columns[1:]]
-        points.append((ms, prices))
-    if not points:
-        raise ReplayError(source, 2, "rows", "no data rows")
-    if columns is CANDLE_COLUMNS:
-        for number, (_, (o, h, low, c)) in enumerate(points, start=2):
-            if not (low <= min(o, c) and max(o, c) <= h):
-                raise ReplayError(source, number, "high", "high/low do not contain open/close")
-    return _expand(points, columns is CANDLE_COLUMNS)
-
-
-def _time(source: str, line: int, text: str) -> int:
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            return int(datetime.fromisoformat(text).timestamp() * 1000)
-        except ValueError:
-            raise ReplayError(
-                source, line, "time", f"{text!r} is neither UNIX time nor ISO 8601"
-            ) from None
-    return int(value * 1000) if value < 10**11 else int(value)
-
-
-def _price(source: str, line: int, field: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ReplayError(source, line, field, f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise ReplayError(source, line, field, f"must be a positive number, got {text}")
-    return value
-
-
-def _expand(points: list[tuple[int, list[float]]], candles: bool) -> tuple[ReplayPoint, ...]:
-    start = points[0][0]
-    if not candles:
-        return tuple(ReplayPoint(ms - start, prices[0]) for ms, prices in points)
-    out: list[ReplayPoint] = []
-    for i, (ms, (o, h, low, c)) in enumerate(points):
-        span = points[i + 1][0] - ms if i + 1 < len(points) else 60_000
-        path = (o, low, h, c) if o - low < h - o else (o, h, low, c)
-        for k, price in enumerate(path):
-            out.append(ReplayPoint(ms - start + span * k // 4, price))
-    return tuple(out)

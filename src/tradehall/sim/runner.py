@@ -32,7 +32,8 @@ from tradehall.engine.markets import PairSpec
 from tradehall.exchange import Exchange
 from tradehall.sim.accounts import funding_tx, participant_name
 from tradehall.sim.participants import Maker, Participant, Taker
-from tradehall.sim.paths import Path, make_path
+from tradehall.sim.paths import Path, ReplayPath, make_path
+from tradehall.sim.replay import with_histories
 from tradehall.sim.settings import PathSettings, SimulationSettings
 from tradehall.sim.venue import FuturesVenue, SpotVenue, Venue
 from tradehall.store.writer import GroupCommitter
@@ -67,11 +68,14 @@ class Market:
     ref: int = 0
 
     def view(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "symbol": self.symbol,
             "model": self.model,
             "reference": f"{self.venue.price_of(self.ref):.10g}",
         }
+        if isinstance(self.path, ReplayPath):
+            out["replay"] = self.path.view()
+        return out
 
 
 class Simulation:
@@ -222,6 +226,7 @@ class Simulation:
         await self.committer.durable_shielded()
 
     def build_markets(self) -> list[Market]:
+        self.settings = with_histories(self.settings)  # read already by serve and engine
         ex, s = self.exchange, self.settings
         spec = ex.config.markets
         symbols = list(s.markets) or [*spec.pairs, *spec.contracts]
@@ -246,9 +251,11 @@ class Simulation:
     def _start_price(self, symbol: str, base: str, quote: str, last: float) -> float:
         if last > 0:
             return last
-        configured = self._path_settings(symbol).price
-        if configured is not None:
-            return float(configured)
+        settings = self._path_settings(symbol)
+        if settings.price is not None:
+            return float(settings.price)
+        if settings.model == "replay" and settings.history is not None:
+            return settings.history.prices[0]  # the file's own prices
         if base in USD_PRICES and quote in USD_PRICES:
             return USD_PRICES[base] / USD_PRICES[quote]
         raise SimulationError(

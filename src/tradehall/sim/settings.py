@@ -5,17 +5,30 @@ minimums at the price the simulation starts from, times 1.5 (see ``venue.Venue.u
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayPoint:
-    """One point of a replayed history: a time (ms, relative to the first point) and a
-    price."""
+class History:
+    """A price history to replay (sim/replay.py reads it from a file): the steps of the
+    reference, at times in ms after the first, and the length of one round."""
 
-    ms: int
-    price: float
+    times: array[int]
+    """Non-decreasing; the first is 0."""
+    prices: array[float]
+    """The price from each time on (until the next)."""
+    start_ms: int
+    """UNIX ms of the first step (the history's own clock, shown by ``sim status``)."""
+    end_ms: int
+    """One round's length: a replay loops after it (0: it holds its only price)."""
+    kind: str
+    """``candles`` or ``trades``."""
+    format: str
+    """The format it was read as (``replay_format``)."""
+    rows: int
+    """Candles or trades read from the file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,9 +36,10 @@ class PathSettings:
     """How a market's reference price moves."""
 
     model: str = "gbm"
-    """``gbm`` (geometric Brownian motion) or ``replay`` (a CSV file)."""
+    """``gbm`` (geometric Brownian motion) or ``replay`` (a history file)."""
     price: Decimal | None = None
-    """Start price; None: the market's last trade price, else a built-in demo price."""
+    """Start price of a market that has not traded (one that has goes on from its last
+    price); None: a replay's first price, else a built-in demo price."""
     drift: float = 0.0
     """Annual drift of the log price (0.1 = +10 % a year on average)."""
     volatility: float = 0.6
@@ -35,12 +49,19 @@ class PathSettings:
     jump_size: float = 0.01
     """Standard deviation of a jump's log size."""
     replay: str = ""
-    """CSV file (model ``replay``)."""
+    """History file (model ``replay``): a path or ``builtin:<name>``."""
+    replay_format: str = "auto"
+    """How ``replay`` is read (docs/simulation.md): ``auto``, ``csv``, ``binance-klines``,
+    ``binance-aggtrades`` or ``klines-json``."""
     speed: float = 1.0
     """Simulated seconds per real second: 10 replays ten seconds of history a second, or
     moves a random walk as far as it would in ten seconds."""
-    points: tuple[ReplayPoint, ...] = ()
-    """The replayed history, loaded from ``replay`` when the configuration is read."""
+    replay_file: str = ""
+    """``replay`` found: the file's path (relative names are the configuration file's)."""
+    history: History | None = None
+    """The replayed history, read from ``replay_file`` only by what runs the simulation
+    (``replay.with_histories``: a day of trades takes seconds, which no other command
+    should pay); the configuration checks that the file opens and shows its format."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,3 +101,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"{PG_STATE['skipped']} PostgreSQL-backed tests skipped: {PG_STATE['reason']}"
         )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One chromium per test module, Debian's, driven by Playwright (never a downloaded
+    browser): the browser tests' (tests/web)."""
+    from playwright.sync_api import sync_playwright
+
+    from tradehall.web.screenshots import launch_chromium
+
+    with sync_playwright() as playwright:
+        launched = launch_chromium(playwright)
+        yield launched
+        launched.close()

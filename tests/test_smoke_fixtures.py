@@ -21,5 +21,5 @@ def test_real_server_process_serves_the_demo_account(server_factory: Any) -> Non
     assert server.demo is not None
     client = Client(server.url, server.demo["apiKey"], server.demo["secret"])
     balances = {b["asset"]: b["free"] for b in client.account()["balances"]}
-    assert balances["USDT"] == "1000000.00000000"
+    assert balances["USDT"] == "10000000.00000000"
     assert server.stop() == 0

@@ -59,8 +59,23 @@ _PATH_KEYS = (
     "replay_format",
     "speed",
 )
-_MARKET_KEYS = ("symbol", *_PATH_KEYS)
-_MAKER_KEYS = ("levels", "spacing_bps", "size", "max_inventory", "skew")
+_MAKER_KEYS = (
+    "levels",
+    "spacing_bps",
+    "depth_usd",
+    "growth",
+    "variation",
+    "inventory_limit",
+    "skew",
+)
+_MARKET_MAKER_KEYS = ("depth", *_MAKER_KEYS)
+_MARKET_KEYS = ("symbol", *_PATH_KEYS, *_MARKET_MAKER_KEYS)
+_REPLACED_MAKER_KEYS = {
+    "size": "depth_usd (each side's first ten levels together, in US dollars) or, per market,"
+    " depth (in its quote currency)",
+    "max_inventory": "inventory_limit (in multiples of the depth)",
+}
+"""Keys of the unit-sized ladder before the sizes were set in quote notional."""
 _TAKER_KEYS = ("rate", "min_size", "max_size", "limit_share", "limit_slippage_bps")
 _FAULT_KEYS = ("enabled", "seed", "rule")
 _RULE_KEYS = (
@@ -106,6 +121,16 @@ def _number(table: _Table, key: str, default: float, low: float, high: float) ->
     return float(value)
 
 
+def _positive(table: _Table, key: str, default: Decimal | None) -> Decimal | None:
+    """A positive decimal, or ``default`` when the key is absent."""
+    if key not in table.values:
+        return default
+    value = table.decimal(key)
+    if value <= 0:
+        raise table.error(key, f"must be positive, got {_plain(value)}")
+    return value
+
+
 def parse_simulation(
     source: str, text: str, value: object, markets: MarketsSpec
 ) -> SimulationSettings:
@@ -122,6 +147,7 @@ def parse_simulation(
             _check_market(root, "markets", symbol, markets)
     base = _path(doc, root.values.get("path", {}), "simulation.path", PathSettings(), source)
     overrides: dict[str, PathSettings] = {}
+    makers: dict[str, dict[str, object]] = {}
     listed_markets = root.values.get("market", [])
     for i, values in enumerate(
         doc.array_of_tables(listed_markets, "simulation.market", allow_empty=True)
@@ -133,9 +159,15 @@ def parse_simulation(
         _check_market(table, "symbol", symbol, markets)
         if symbol in overrides:
             raise table.error("symbol", f"{symbol} has two [[simulation.market]] tables")
-        rest = {k: v for k, v in values.items() if k != "symbol"}
+        rest = {k: v for k, v in values.items() if k in _PATH_KEYS}
         overrides[symbol] = _path(doc, rest, path, base, source)
-    maker = _maker(doc, root.values.get("maker", {}))
+        makers[symbol] = {k: v for k, v in values.items() if k in _MARKET_MAKER_KEYS}
+    maker = _maker(doc, root.values.get("maker", {}), "simulation.maker", MakerSettings())
+    per_market = {
+        symbol: _maker(doc, values, f"simulation.market[{i}]", maker)
+        for i, (symbol, values) in enumerate(makers.items())
+        if values
+    }
     taker = _taker(doc, root.values.get("taker", {}))
     defaults = SimulationSettings()
     return SimulationSettings(
@@ -146,6 +178,7 @@ def parse_simulation(
         path=base,
         overrides=overrides,
         maker=maker,
+        makers=per_market,
         taker=taker,
         funds=root.integer("funds", 1, 1_000, defaults.funds),
         faults=_faults(doc, root.values.get("faults", {})),
@@ -170,11 +203,7 @@ def _path(
     model = table.string("model", base.model) if "model" in table.values else base.model
     if model not in ("gbm", "replay"):
         raise table.error("model", f"must be 'gbm' or 'replay', got {model!r}")
-    price = base.price
-    if "price" in table.values:
-        price = table.decimal("price")
-        if price <= 0:
-            raise table.error("price", f"must be positive, got {_plain(price)}")
+    price = _positive(table, "price", base.price)
     replay = table.string("replay") if "replay" in table.values else base.replay
     fmt = table.string("replay_format", base.replay_format)
     if fmt not in FORMATS:
@@ -212,15 +241,23 @@ def _replay_file(name: str, source: str) -> Path:
     return path
 
 
-def _maker(doc: _Document, value: object) -> MakerSettings:
-    table = _Table(doc, doc.table(value, "simulation.maker"), "simulation.maker")
-    doc.check_keys(table.values, "simulation.maker", _MAKER_KEYS)
-    d = MakerSettings()
+def _maker(doc: _Document, value: object, path: str, d: MakerSettings) -> MakerSettings:
+    """``[simulation.maker]`` (``d``: the defaults), or the maker keys of a
+    ``[[simulation.market]]`` table (``d``: ``[simulation.maker]``)."""
+    table = _Table(doc, doc.table(value, path), path)
+    for key, replacement in _REPLACED_MAKER_KEYS.items():
+        if key in table.values:
+            raise table.error(key, f"replaced by {replacement} (docs/simulation.md)")
+    if path == "simulation.maker":
+        doc.check_keys(table.values, path, _MAKER_KEYS)
     return MakerSettings(
         levels=table.integer("levels", 1, 200, d.levels),
         spacing_bps=_number(table, "spacing_bps", d.spacing_bps, 0.01, 1_000.0),
-        size=table.integer("size", 1, 1_000_000, d.size),
-        max_inventory=table.integer("max_inventory", 1, 100_000_000, d.max_inventory),
+        depth=_positive(table, "depth", d.depth),
+        depth_usd=_positive(table, "depth_usd", d.depth_usd) or d.depth_usd,
+        growth=_number(table, "growth", d.growth, 0.0, 10.0),
+        variation=_number(table, "variation", d.variation, 0.0, 0.9),
+        inventory_limit=_number(table, "inventory_limit", d.inventory_limit, 0.01, 1_000.0),
         skew=_number(table, "skew", d.skew, 0.0, 100.0),
     )
 

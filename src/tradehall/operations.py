@@ -39,12 +39,16 @@ from tradehall.exchange import Exchange
 from tradehall.units import UnitsError, format_units, format_units_trimmed, to_units
 
 DEMO_USER = "demo"
-DEMO_FUNDS = {"BTC": "10", "ETH": "100", "USDT": "1000000"}
+DEMO_FUNDS = {"BTC": "100", "ETH": "1000", "USDT": "10000000"}
+"""Enough to walk each side's first ten levels of every default simulated book (about 40 BTC
+or 1,200,000 USDT, docs/simulation.md) with either asset of a pair."""
 DEMO_DEFAULT_FUNDS = "1000"
 DEMO_POOL = {"BTC": "100", "ETH": "1000", "USDT": "10000000"}
 DEMO_INSURANCE = {"BTC": "1", "ETH": "10", "USDT": "100000"}
 DEMO_FUTURES_SHARE = Decimal("0.1")
 """Part of the demo account's funding of each margin coin moved into its futures account."""
+TOPUP = "/topup-"
+"""``demo-funding-BTC/topup-1``: a top-up of a fixed funding deposit (``fund_up_to``)."""
 
 
 def create_user(ex: Exchange, name: str | None, ts: int) -> dict[str, Any]:
@@ -624,17 +628,62 @@ def status(ex: Exchange) -> dict[str, Any]:
     }
 
 
+def topup_tx(tx_id: str, n: int) -> str:
+    """The tx id of the ``n``-th top-up of the funding deposit ``tx_id`` (0: itself)."""
+    return f"{tx_id}{TOPUP}{n}" if n else tx_id
+
+
+def funded(ex: Exchange, account: int, tx_id: str) -> int:
+    """What the funding deposit ``tx_id`` and its top-ups credited ``account`` (units)."""
+    total, n = 0, 0
+    while (record := ex.engine.transfers.get(topup_tx(tx_id, n))) is not None:
+        if record.account == account:
+            total += record.amount
+        n += 1
+    return total
+
+
+def fund_up_to(
+    ex: Exchange,
+    account: int,
+    asset: str,
+    units: int,
+    tx_id: str,
+    ts: int,
+    *,
+    short_below: int | None = None,
+) -> int:
+    """Built-in funding (the demo account's, the simulation's participants'), idempotent: a
+    deposit of ``units`` under the fixed ``tx_id`` once. When the deposits under it add up to
+    less than ``short_below`` (by default ``units``), as in a data folder funded when the
+    amount was smaller, the difference is deposited under the next top-up id
+    (``tx_id/topup-1``, ...), once too. Not an operator's deposit: ``[admin] max_deposit``
+    does not cap it. Returns what was deposited now (0: nothing)."""
+    have = funded(ex, account, tx_id)
+    if have >= (units if short_below is None else min(units, short_below)):
+        return 0
+    n = 0
+    while topup_tx(tx_id, n) in ex.engine.transfers:
+        n += 1
+    decimals = ex.config.markets.assets[asset].decimals
+    amount = format_units(units - have, decimals)
+    _external(ex, "deposit", account, asset, amount, topup_tx(tx_id, n), ts)
+    return units - have
+
+
 def ensure_demo(ex: Exchange, ts: int) -> dict[str, Any]:
-    """The demo account: created and funded once, then found again on later starts. With
-    contracts configured, the insurance fund holds each margin coin and the demo account's
-    futures account a tenth more of its funding of each."""
+    """The demo account: created and funded once, then found again on later starts (topped
+    up once to ``DEMO_FUNDS`` if it was funded with smaller amounts). With contracts
+    configured, the insurance fund holds each margin coin and the demo account's futures
+    account a tenth more of its funding of each."""
     user = next((u for u in ex.users.values() if u.name == DEMO_USER), None)
     if user is None:
         user = ex.create_user(DEMO_USER, ts)
     coins = margin_coins(ex)
-    for asset in ex.config.markets.assets:
-        amount = DEMO_FUNDS.get(asset, DEMO_DEFAULT_FUNDS)
-        transfer(ex, "deposit", user.id, asset, amount, f"demo-funding-{asset}", ts)
+    for asset, spec in ex.config.markets.assets.items():
+        amount = Decimal(DEMO_FUNDS.get(asset, DEMO_DEFAULT_FUNDS))
+        units = to_units(amount, spec.decimals)
+        fund_up_to(ex, user.id, asset, units, f"demo-funding-{asset}", ts)
         if ex.config.markets.margin:  # a demo venue lends: fund the pool once
             pool = DEMO_POOL.get(asset, DEMO_DEFAULT_FUNDS)
             fund(ex, "deposit", "pool", asset, pool, f"demo-pool-{asset}", ts)
@@ -643,12 +692,12 @@ def ensure_demo(ex: Exchange, ts: int) -> dict[str, Any]:
             fund(ex, "deposit", "insurance", asset, insured, f"demo-insurance-{asset}", ts)
         if asset in coins:
             # Futures work out of the box: a further tenth of the funding is deposited and
-            # moved to the futures account (once: only when that deposit is new), so the
-            # spot balances stay what the README says.
-            share = format(Decimal(amount) * DEMO_FUTURES_SHARE, "f")
-            extra = transfer(ex, "deposit", user.id, asset, share, f"demo-futures-{asset}", ts)
-            if not extra["duplicate"]:
-                futures_transfer(ex, user.id, asset, share, "spot", "futures", ts)
+            # moved to the futures account (only what is deposited now: once), so the spot
+            # balances stay what the README says.
+            share = to_units(amount * DEMO_FUTURES_SHARE, spec.decimals)
+            extra = fund_up_to(ex, user.id, asset, share, f"demo-futures-{asset}", ts)
+            if extra:
+                ex.apply(FuturesTransfer(ts, user.id, asset, extra, True))
     key = next(
         (
             k.row

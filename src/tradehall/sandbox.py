@@ -44,20 +44,19 @@ def funding_now(ex: Exchange, contract: str | None, ts: int) -> dict[str, Any]:
 
 def starting_balances(ex: Exchange, user_id: int) -> tuple[dict[str, int], dict[str, int]]:
     """(spot, futures) balances in units that ``user_id`` is reset to: a simulation
-    participant's own starting funds (what the simulation deposited for it: a maker given a
-    trader's balances would hold more than its inventory bound lets it quote against, and
-    stop quoting one side); a self-service account's ``[sandbox]`` funds; for anyone else
-    ``[simulation.reset]``. Either, by default, what ``serve --demo`` gives the demo
-    account."""
+    participant's own starting funds (what the simulation deposited for it, top-ups
+    included: a maker given a trader's balances would hold more than its inventory bound lets
+    it quote against, and stop quoting one side); a self-service account's ``[sandbox]``
+    funds; for anyone else ``[simulation.reset]``. Either, by default, what ``serve --demo``
+    gives the demo account."""
     assets = ex.config.markets.assets
     name = ex.users[user_id].name
     market = participant_market(name)
     if market is not None:
         funded = {
-            asset: record.amount
+            asset: amount
             for asset in assets
-            if (record := ex.engine.transfers.get(funding_tx(name, asset)))
-            and record.account == user_id
+            if (amount := ops.funded(ex, user_id, funding_tx(name, asset)))
         }
         if market in ex.config.markets.contracts:
             return {}, funded  # a futures participant's funds were all moved to futures

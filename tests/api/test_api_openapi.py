@@ -553,7 +553,7 @@ def admin_calls(env: Env, checker: Checker) -> None:
     assert ok(admin.request("POST", ADMIN + "/sim/stop"))["stopped"] is True
     assert isinstance(ok(admin.request("POST", ADMIN + "/futures/funding-now"))["settled"], list)
     reset = ok(admin.request("POST", ADMIN + "/accounts/reset", body={"userId": user["id"]}))
-    assert reset["spot"]["BTC"] == "10.00000000"
+    assert reset["spot"]["BTC"] == "100.00000000"
     pool = {"account": "pool", "asset": "USDT", "amount": "1000", "txId": "pool-1"}
     ok(admin.request("POST", ADMIN + "/system/deposit", body=pool))
     ok(admin.request("POST", ADMIN + "/system/withdraw", body={**pool, "txId": "pool-2"}))

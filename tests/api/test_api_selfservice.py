@@ -48,8 +48,8 @@ IP_HEADER = b"x-test-peer"
 """The address a request comes from, as a proxy in front would set the peer's (tests only)."""
 
 TOPOLOGIES = [SERVE] if NATS_DOWN else [SERVE, SPLIT]
-DEMO_SPOT = {"BTC": "10.00000000", "ETH": "100.00000000", "USDT": "1000000.00000000"}
-DEMO_FUTURES = {"USDT": "100000.00000000", "BTC": "1.00000000"}
+DEMO_SPOT = {"BTC": "100.00000000", "ETH": "1000.00000000", "USDT": "10000000.00000000"}
+DEMO_FUTURES = {"USDT": "1000000.00000000", "BTC": "10.00000000"}
 
 
 def config(sandbox: str = "", limits: str = "", admin: str = "") -> Any:
@@ -176,7 +176,7 @@ def test_create_trade_faucet_and_reset(venue: VenueFactory) -> None:
     assert (created["faucetPerDay"], created["keyExpirySeconds"]) == (2, 7 * 86_400)
     # Funded by deposits, through the ledger: the balances, the audit, the tx ids.
     assert balances(trader) == {a: (amount, "0.00000000") for a, amount in DEMO_SPOT.items()}
-    assert futures_cash(trader)["USDT"] == 100000
+    assert futures_cash(trader)["USDT"] == 1_000_000
     user = created["userId"]
     assert f"selfservice-{user}-USDT" in v.exchange.engine.transfers
     assert [u["name"] for u in v.admin.list_users()["users"]] == ["self-service"]
@@ -188,7 +188,7 @@ def test_create_trade_faucet_and_reset(venue: VenueFactory) -> None:
     maker.create_order("BTCUSDT", "SELL", "LIMIT", volume="2", price="30000")
     bought = trader.create_order("BTCUSDT", "BUY", "LIMIT", volume="2", price="30000")
     assert trader.get_order("BTCUSDT", bought["orderId"])["status"] == "FILLED"
-    assert balances(trader)["USDT"] == ("940000.00000000", "0.00000000")
+    assert balances(trader)["USDT"] == ("9940000.00000000", "0.00000000")
     # An order resting, its funds locked: held funds count as held.
     trader.create_order("BTCUSDT", "BUY", "LIMIT", volume="1", price="20000")
 
@@ -199,7 +199,7 @@ def test_create_trade_faucet_and_reset(venue: VenueFactory) -> None:
         "usedToday": 1,
         "leftToday": 1,
     }
-    assert balances(trader)["USDT"] == ("980000.00000000", "20000.00000000")
+    assert balances(trader)["USDT"] == ("9980000.00000000", "20000.00000000")
     # At the starting balances (BTC above them), the faucet has nothing to do: not counted.
     again = trader.request("POST", FAUCET, body={}).json()
     assert again["deposited"] == {"spot": {}, "futures": {}} and again["usedToday"] == 1
@@ -233,7 +233,7 @@ def test_the_faucet_tops_up_at_most_n_times_a_utc_day(venue: VenueFactory) -> No
     assert (balances(trader), len(v.exchange.engine.transfers)) == before  # nothing deposited
     v.clock.advance(midnight)  # the next UTC day
     assert trader.request("POST", FAUCET, body={}).json()["usedToday"] == 1
-    assert balances(trader)["USDT"][0] == "1000000.00000000"
+    assert balances(trader)["USDT"][0] == DEMO_SPOT["USDT"]
     v.env().audit()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +23,10 @@ from tradehall.sim.settings import MakerSettings
 from tradehall.sim.venue import FuturesVenue, SpotVenue, Venue
 
 MAKER, TAKER = 1, 2
-SETTINGS = MakerSettings(levels=6, spacing_bps=10, size=2, max_inventory=5, skew=1.0)
+SETTINGS = MakerSettings(
+    levels=6, spacing_bps=10, depth=Decimal(600), growth=0.5, variation=0.3, inventory_limit=0.25
+)
+"""A small ladder (its first level about 0.001 BTC) whose inventory bound the takes below reach."""
 
 step = st.one_of(
     st.tuples(st.just("move"), st.floats(-0.02, 0.02)),
@@ -55,9 +59,9 @@ def funded(symbol: str) -> tuple[Exchange, Venue, int]:
 
 def run(symbol: str, steps: list[tuple[object, ...]]) -> None:
     ex, venue, base = funded(symbol)
-    maker = Maker(MAKER, "maker", venue, SETTINGS, base)
-    bound = maker.max_inventory
     price = 30_000.0
+    maker = Maker(MAKER, "maker", venue, SETTINGS, base, start=venue.ticks(price), key="1/maker")
+    bound = maker.max_inventory
     ts = 2_000
     maker.act(venue.ticks(price), ts)
     for item in steps:
@@ -103,8 +107,8 @@ def test_futures_maker_net_position_stays_bounded_and_assets_are_conserved(
 
 def test_a_maker_bought_out_of_one_side_stops_at_its_bound_and_still_quotes_the_other() -> None:
     ex, venue, base = funded("BTCUSDT")
-    maker = Maker(MAKER, "maker", venue, SETTINGS, base)
     ref = venue.ticks(30_000.0)
+    maker = Maker(MAKER, "maker", venue, SETTINGS, base, start=ref, key="1/maker")
     maker.act(ref, 2_000)
     for ts in range(2_001, 2_040):
         with contextlib.suppress(Reject):

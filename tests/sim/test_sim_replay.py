@@ -17,6 +17,7 @@ import zipfile
 from bisect import bisect_right
 from dataclasses import replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def replay_settings(
     replay: str, folder: Path, tick_ms: int, fmt: str = "auto"
 ) -> SimulationSettings:
     """BTCUSDT replaying ``replay`` (through the configuration, as a user names it); makers
-    one tick apart, 100 units a level, no skew; takers of one unit, three a second on
+    one tick apart, 1,000,000 USDT a level, no skew; takers of one unit, three a second on
     average (a tick's takers never empty a level)."""
     extra = (
         f'\n[[simulation.market]]\nsymbol = "{SYMBOL}"\nmodel = "replay"\n'
@@ -59,7 +60,14 @@ def replay_settings(
         with_histories(cfg.simulation),
         markets=(SYMBOL,),
         tick_ms=tick_ms,
-        maker=MakerSettings(levels=2, spacing_bps=0.0001, size=100, max_inventory=100_000, skew=0),
+        maker=MakerSettings(
+            levels=2,
+            spacing_bps=0.0001,
+            depth=Decimal(2_000_000),
+            variation=0.0,
+            inventory_limit=50.0,
+            skew=0,
+        ),
         taker=TakerSettings(rate=3.0, min_size=1, max_size=1),
     )
 

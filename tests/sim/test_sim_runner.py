@@ -12,38 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from sim_support import simulate
 from support import FakeClock, make_exchange
 from tradehall import sandbox
 from tradehall.engine import audit
 from tradehall.engine.commands import Withdraw
 from tradehall.engine.futures_model import futures_account
-from tradehall.exchange import Exchange
 from tradehall.sim.participants import OUT_OF_FUNDS
 from tradehall.sim.runner import Simulation
 from tradehall.sim.settings import SimulationSettings
 from tradehall.store.writer import GroupCommitter
 
 SETTINGS = SimulationSettings(seed=7, markets=("BTCUSDT", "ETHUSDT", "E-BTC-USDT"))
-
-
-def simulate(
-    settings: SimulationSettings, ticks: int, db: Path | None = None
-) -> tuple[Exchange, Simulation]:
-    exchange = make_exchange(db or Path(tempfile.mkdtemp()) / "t.db")
-    exchange.engine.check_invariants = False  # audited once at the end (fast)
-    clock = FakeClock()
-
-    async def main() -> Simulation:
-        committer = GroupCommitter(exchange)
-        sim = Simulation(exchange, committer, clock, settings)
-        await sim.setup()
-        for _ in range(ticks):
-            clock.advance(settings.tick_ms)
-            await sim.tick()
-        committer.close()
-        return sim
-
-    return exchange, asyncio.run(main())
 
 
 def test_the_same_seed_gives_the_same_market_and_another_seed_another() -> None:

@@ -251,11 +251,13 @@ def test_demo_funds_futures_and_the_insurance_fund_once(
     # A further tenth of the demo's USDT and BTC funding is in its futures account, its spot
     # balances are the README's; ETH (no contract margins in ETH) has no futures share.
     spot = spot_of(data, user)
-    assert spot == {"BTC": "10.00000000", "ETH": "100.00000000", "USDT": "1000000.00000000"}
+    assert spot == {"BTC": "100.00000000", "ETH": "1000.00000000", "USDT": "10000000.00000000"}
     assert ok(data, *move(user, "USDT", "1", "futures", "spot")) == futures_view(
-        user, "USDT", "99999.00000000"
+        user, "USDT", "999999.00000000"
     )
-    assert ok(data, *move(user, "BTC", "1", "futures", "spot")) == futures_view(user, "BTC", ZERO)
+    assert ok(data, *move(user, "BTC", "1", "futures", "spot")) == futures_view(
+        user, "BTC", "9.00000000"
+    )
     accounts = {a["account"]: a for a in ok(data, "system")["accounts"]}
     insurance = {b["asset"]: b["free"] for b in accounts["insurance"]["balances"]}
     assert (insurance["USDT"], insurance["BTC"]) == ("100000.00000000", "1.00000000")
@@ -266,10 +268,39 @@ def test_demo_funds_futures_and_the_insurance_fund_once(
     restarted = server_factory(data, "--demo", "--no-sim")
     assert restarted.demo == demo
     assert ok(data, *move(user, "USDT", "1", "futures", "spot")) == futures_view(
-        user, "USDT", "99998.00000000"
+        user, "USDT", "999998.00000000"
     )
     accounts = {a["account"]: a for a in ok(data, "system")["accounts"]}
     insurance = {b["asset"]: b["free"] for b in accounts["insurance"]["balances"]}
     assert (insurance["USDT"], insurance["BTC"]) == ("100000.00000000", "1.00000000")
     assert ok(data, "audit")["ok"] is True
     assert restarted.stop(signal.SIGTERM) == 0
+
+
+def test_a_demo_account_funded_by_an_older_version_is_topped_up_once(
+    server_factory: Any, tmp_path: Path
+) -> None:
+    """A data folder from before the demo's balances were scaled to the deeper books (10 BTC,
+    100 ETH, 1,000,000 USDT, a tenth more of BTC and USDT in futures, under the same fixed tx
+    ids): `serve --demo` tops it up once, under new fixed ids, to the README's balances."""
+    data = tmp_path / "data"
+    user = ok(data, "user", "create", "--name", "demo")["id"]
+    old = {"BTC": "10", "ETH": "100", "USDT": "1000000"}
+    for asset, amount in old.items():
+        deposit = ["--asset", asset, "--amount", amount, "--tx-id", f"demo-funding-{asset}"]
+        ok(data, "deposit", "--user", str(user), *deposit)
+    for asset, amount in (("BTC", "1"), ("USDT", "100000")):
+        deposit = ["--asset", asset, "--amount", amount, "--tx-id", f"demo-futures-{asset}"]
+        ok(data, "deposit", "--user", str(user), *deposit)
+        ok(data, *move(user, asset, amount, "spot", "futures"))
+    for _ in range(2):  # the second start funds nothing again
+        server = server_factory(data, "--demo", "--no-sim")
+        assert server.demo is not None and server.demo["userId"] == user
+        assert server.stop(signal.SIGTERM) == 0
+        spot = spot_of(data, user)
+        assert spot == {"BTC": "100.00000000", "ETH": "1000.00000000", "USDT": "10000000.00000000"}
+        for asset, futures in (("BTC", "10"), ("USDT", "1000000")):
+            back = ok(data, *move(user, asset, futures, "futures", "spot"))
+            assert back == futures_view(user, asset, ZERO)  # exactly a tenth more in futures
+            ok(data, *move(user, asset, futures, "spot", "futures"))
+    assert ok(data, "audit")["ok"] is True

@@ -222,12 +222,12 @@ def test_clean_restart_preserves_everything_observable(
         held = {a["asset"]: a for a in after["audit"]["assets"]}
         # --demo also funds the margin lending pool and the insurance fund, once:
         # BTC 100 + 1, ETH 1,000 + 10, USDT 10,000,000 + 100,000; and the demo's futures
-        # account with a further tenth of its BTC and USDT (1 and 100,000).
-        # BTC: + 10 demo + 1 futures + 5 + 5
-        assert held["BTC"]["depositsMinusWithdrawals"] == "122.00000000"
-        assert held["ETH"]["depositsMinusWithdrawals"] == "1150.00000000"  # + 100 + 50 - 10
-        # + 1,000,000 demo + 100,000 futures - 250,000 + 200,000 + 300,000
-        assert held["USDT"]["depositsMinusWithdrawals"] == "11450000.00000000"
+        # account with a further tenth of its BTC and USDT (10 and 1,000,000).
+        # BTC: + 100 demo + 10 futures + 5 + 5
+        assert held["BTC"]["depositsMinusWithdrawals"] == "221.00000000"
+        assert held["ETH"]["depositsMinusWithdrawals"] == "2050.00000000"  # + 1,000 + 50 - 10
+        # + 10,000,000 demo + 1,000,000 futures - 250,000 + 200,000 + 300,000
+        assert held["USDT"]["depositsMinusWithdrawals"] == "21350000.00000000"
         audit_passes(data, config_file)
 
         # Transfers stay idempotent across the restart; their ids continue too.
@@ -424,9 +424,9 @@ def test_acknowledged_writes_survive_kill_9(
 
         bought = Decimal("31000") * Decimal("0.01") + Decimal("31002") * Decimal("0.005")
         want_a = {
-            "BTC": (Decimal(10) - Decimal("0.015"), locked("SELL", "BTCUSDT", a_keys)),
-            "ETH": (Decimal(100), locked("SELL", "ETHUSDT", a_keys)),
-            "USDT": (Decimal(1_000_000) + bought * (1 - MAKER), Decimal(0)),
+            "BTC": (Decimal(100) - Decimal("0.015"), locked("SELL", "BTCUSDT", a_keys)),
+            "ETH": (Decimal(1000), locked("SELL", "ETHUSDT", a_keys)),
+            "USDT": (Decimal(10_000_000) + bought * (1 - MAKER), Decimal(0)),
         }
         want_b = {
             "BTC": (Decimal("0.015") * (1 - TAKER), Decimal(0)),

@@ -113,7 +113,7 @@ def test_demo_announcement_and_json_errors(server_factory: Any, tmp_path: Path) 
     assert re.fullmatch(HEX32, server.demo["secret"])
     with Client(server.url, server.demo["apiKey"], server.demo["secret"]) as demo:
         balances = {b["asset"]: b["free"] for b in demo.account()["balances"]}
-    assert balances == {"BTC": "10.00000000", "ETH": "100.00000000", "USDT": "1000000.00000000"}
+    assert balances == {"BTC": "100.00000000", "ETH": "1000.00000000", "USDT": "10000000.00000000"}
 
     # Unknown paths and methods on the real server: JSON errors, -1020.
     for path in (

@@ -91,7 +91,7 @@ def test_serve_demo_is_a_living_market_that_survives_kill_9(
     settled = cli(data, "funding", "now")
     assert {s["contract"] for s in settled["settled"]} == set(CONTRACTS)
     reset = cli(data, "account", "reset", "--user", str(server.demo["userId"]))
-    assert reset["spot"]["BTC"] == "10.00000000" and reset["closedPositions"] == 1
+    assert reset["spot"]["BTC"] == "100.00000000" and reset["closedPositions"] == 1
 
     # kill -9 mid-simulation; the restart resumes without doubled orders, audit clean.
     server.stop(signal.SIGKILL)
@@ -163,14 +163,14 @@ def test_sandbox_controls_work_offline_on_the_store(tmp_path: Path) -> None:
     assert cli(data, "funding", "now") == {"settled": []}  # no contract has a mark yet
     reset = cli(data, "account", "reset", "--user", str(user))
     assert reset["spot"] == {
-        "BTC": "10.00000000",
-        "ETH": "100.00000000",
-        "USDT": "1000000.00000000",
+        "BTC": "100.00000000",
+        "ETH": "1000.00000000",
+        "USDT": "10000000.00000000",
     }
-    assert reset["futures"] == {"USDT": "100000.00000000", "BTC": "1.00000000"}
+    assert reset["futures"] == {"USDT": "1000000.00000000", "BTC": "10.00000000"}
     balances = {
         b["asset"]: b["free"] for b in cli(data, "balances", "--user", str(user))["balances"]
     }
-    assert balances["BTC"] == "10.00000000"
+    assert balances["BTC"] == "100.00000000"
     assert cli(data, "audit")["ok"] is True
     assert cli(data, "sim", "status") == {"running": False, "server": False}

@@ -112,7 +112,7 @@ def test_create_trade_faucet_and_reset_from_the_page(
     assert p.evaluate("() => navigator.clipboard.readText()") == secret
     expect(p.locator("#account")).to_be_visible()
     expect(p.locator("#signed-in-key")).to_contain_text(api_key[:8])
-    expect(p.locator("#spot-balances tbody tr", has_text="1000000.00000000")).to_have_count(1)
+    expect(p.locator("#spot-balances tbody tr", has_text="10000000.00000000")).to_have_count(1)
     p.click("#new-account-done")
     expect(p.locator("#new-account")).to_be_hidden()
     assert p.input_value("#new-api-secret") == ""
@@ -123,7 +123,7 @@ def test_create_trade_faucet_and_reset_from_the_page(
     expect(p.locator("#my-trades tbody tr", has_text="30000")).to_have_count(1)
     assert trader.account()["balances"][2] == {
         "asset": "USDT",
-        "free": "970000.00000000",
+        "free": "9970000.00000000",
         "locked": "0.00000000",
     }
 
@@ -132,7 +132,7 @@ def test_create_trade_faucet_and_reset_from_the_page(
     expect(p.locator("#sandbox-message")).to_have_text(
         "Faucet deposited 30000 USDT; 1 top-up(s) left today"
     )
-    expect(p.locator("#spot-balances tbody tr", has_text="1000000.00000000")).to_have_count(1)
+    expect(p.locator("#spot-balances tbody tr", has_text="10000000.00000000")).to_have_count(1)
 
     # The reset: a resting order cancelled, the balances back to the start.
     oid = place(p, "BUY", "0.5", "20000")
@@ -142,11 +142,11 @@ def test_create_trade_faucet_and_reset_from_the_page(
     p.click("#reset-confirmed")
     expect(p.locator("#sandbox-message")).to_contain_text("Account reset: 1 order(s) cancelled")
     expect(p.locator(f"#open-orders tr[data-order-id='{oid}']")).to_have_count(0)
-    expect(p.locator("#spot-balances tbody tr", has_text="10.00000000")).to_have_count(1)
+    expect(p.locator("#spot-balances tbody tr", has_text="100.00000000")).to_have_count(1)
     assert {b["asset"]: b["free"] for b in trader.account()["balances"]} == {
-        "BTC": "10.00000000",
-        "ETH": "100.00000000",
-        "USDT": "1000000.00000000",
+        "BTC": "100.00000000",
+        "ETH": "1000.00000000",
+        "USDT": "10000000.00000000",
     }
     assert trader.get_order("BTCUSDT", oid)["status"] == "CANCELED"
 

@@ -22,5 +22,6 @@ def participant_market(name: str) -> str | None:
 
 
 def funding_tx(name: str, asset: str) -> str:
-    """The tx id of the deposit that funded participant ``name`` in ``asset``."""
+    """The tx id of the deposit that funded participant ``name`` in ``asset`` (a top-up of a
+    data folder funded by smaller amounts goes under ``ops.topup_tx`` of it)."""
     return f"{name}-{asset}"

@@ -9,10 +9,14 @@ cannot grow, and the inventory stays within ``[-max_inventory, max_inventory]``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 BUY = "BUY"
 SELL = "SELL"
+STICKY = 3, 2
+"""A resting order keeps the size it was placed with while the profile's size for the level
+it now sits at is within this ratio of it, either way (``keeping``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,18 +36,26 @@ class Resting:
     side: str
     price: int
     remaining: int
+    qty: int
+    """What it was placed with."""
 
 
-def spacing(ref: int, bps: float) -> int:
-    """The distance between levels in ticks: ``bps`` of the reference, at least one tick."""
-    return max(1, round(ref * bps / 10_000))
+def spacing(ref: int, bps: float, current: int = 0) -> int:
+    """The distance between levels in ticks: ``bps`` of the reference, at least one tick. A
+    ``current`` spacing within a tenth of that stays: a reference hovering where the rounding
+    turns (599.5 ticks) would otherwise move the whole grid, every level of the ladder, each
+    time it crossed."""
+    exact = ref * bps / 10_000
+    if current and abs(current - exact) <= exact / 10:
+        return current
+    return max(1, round(exact))
 
 
 def ladder(
     ref: int,
     step: int,
     levels: int,
-    size: int,
+    size: Callable[[str, int, int], int],
     inventory: int,
     max_inventory: int,
     skew: float,
@@ -53,9 +65,10 @@ def ladder(
     min_qty: int,
 ) -> list[Quote]:
     """Up to ``levels`` bids and asks on a grid of ``step`` ticks around ``ref``, shifted away
-    from the side the maker holds too much of (by ``skew`` levels at full inventory). Each
-    level holds ``size``; a side stops where the inventory bound or ``*_room`` (what the
-    maker's funds allow) leaves less than ``min_qty``."""
+    from the side the maker holds too much of (by ``skew`` levels at full inventory). Level
+    ``i`` of a side (0 at the touch) at ``price`` holds ``size(side, i, price)`` (the depth
+    profile, ``keeping`` what rests); a side stops where the inventory bound or ``*_room``
+    (what the maker's funds allow) leaves less than ``min_qty``."""
     ratio = max(-1.0, min(1.0, inventory / max_inventory)) if max_inventory > 0 else 0.0
     center = ref - round(skew * ratio * step)
     best_bid = center // step * step  # the grid line at or below the centre: a one-step spread
@@ -68,7 +81,7 @@ def ladder(
     for side, room, first, direction in rooms:
         for i in range(levels):
             price = first + i * direction
-            qty = min(size, room)
+            qty = min(size(side, i, price), room) if price > 0 else 0
             if price <= 0 or qty < min_qty or qty <= 0:
                 break
             quotes.append(Quote(side, price, qty))
@@ -76,16 +89,38 @@ def ladder(
     return quotes
 
 
+def keeping(
+    size: Callable[[int, int], int], resting: Sequence[Resting]
+) -> Callable[[str, int, int], int]:
+    """``size(level, price)`` (the profile), except that a level where an order rests, placed
+    with a size within ``STICKY`` of the profile's, keeps that size: as the reference moves,
+    the levels of a side move through the profile's steps, and re-placing each of them at its
+    new step's size would cancel and place most of the ladder on every move. The ladder counts
+    the kept sizes against its rooms, so the inventory bound holds all the same."""
+    placed = {(r.side, r.price): r.qty for r in resting}
+    num, den = STICKY
+
+    def sized(side: str, level: int, price: int) -> int:
+        want = size(level, price)
+        have = placed.get((side, price))
+        if have is not None and want * den <= have * num and have * den <= want * num:
+            return have
+        return want
+
+    return sized
+
+
 def reconcile(resting: list[Resting], wanted: list[Quote]) -> tuple[list[int], list[Quote]]:
     """(ids to cancel, quotes to place) to turn ``resting`` into ``wanted``. A resting order
-    stays when it sits at a wanted side and price with no more than the wanted size left and at
-    least half of it (so a level eaten into is refreshed, and nothing is re-placed that needs
-    no change: most ticks move no level)."""
+    stays when it is the wanted quote (side, price and the size it was placed with) and has
+    at least half of it left (so a level eaten into is refreshed, one that moved to a larger
+    or smaller step of the profile is re-placed at its new size, and nothing is re-placed
+    that needs no change: most ticks move no level)."""
     by_level = {(q.side, q.price): q for q in wanted}
     cancel: list[int] = []
     for order in resting:
         quote = by_level.get((order.side, order.price))
-        if quote is not None and quote.qty // 2 <= order.remaining <= quote.qty:
+        if quote is not None and order.qty == quote.qty and quote.qty // 2 <= order.remaining:
             del by_level[(order.side, order.price)]
         else:
             cancel.append(order.id)

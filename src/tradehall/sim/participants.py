@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tradehall.codes import Reject
-from tradehall.sim.ladder import BUY, SELL, Quote, ladder, reconcile, spacing
+from tradehall.sim.ladder import BUY, SELL, Quote, Resting, keeping, reconcile, spacing
+from tradehall.sim.ladder import ladder as quote_ladder
+from tradehall.sim.profile import Profile
 from tradehall.sim.settings import MakerSettings, TakerSettings
 from tradehall.sim.venue import Venue
 
@@ -72,27 +74,51 @@ class Participant:
 
 
 class Maker(Participant):
-    """Quotes a ladder around the reference; requotes only the levels that change."""
+    """Quotes a ladder around the reference; requotes only the levels that change. Its sizes
+    and its inventory bound are worked out once, in lots or contracts, from the quote notional
+    of ``settings.depth`` at ``start`` (the price the simulation starts from)."""
 
     def __init__(
-        self, user: int, name: str, venue: Venue, settings: MakerSettings, base_target: int
+        self,
+        user: int,
+        name: str,
+        venue: Venue,
+        settings: MakerSettings,
+        base_target: int,
+        *,
+        start: int,
+        key: str,
     ) -> None:
         super().__init__("maker", user, name, venue)
+        if settings.depth is None:
+            raise ValueError(f"{name}: the maker's depth is not resolved")
         self.settings = settings
         self.base_target = base_target
         """Spot: the base the maker starts from; its inventory is what it holds beyond it."""
+        depth = max(venue.unit, venue.quantity(settings.depth, start))
+        self.profile = Profile.for_depth(
+            depth, settings.growth, settings.variation, venue.unit, key
+        )
+        self.max_inventory = max(venue.unit, round(depth * settings.inventory_limit))
+        """The inventory bound, in lots or contracts."""
+        self.step = 0
+        """The ladder's spacing in ticks (0: not worked out yet)."""
 
-    @property
-    def max_inventory(self) -> int:
-        return self.settings.max_inventory * self.venue.unit
+    def capacity(self) -> int:
+        """The most the maker ever quotes on one side, plus its inventory bound: what its
+        funding must cover (lots or contracts)."""
+        return self.profile.most(self.settings.levels) + self.max_inventory
 
-    def wanted(self, ref: int, buy_room: int, sell_room: int) -> list[Quote]:
+    def wanted(
+        self, ref: int, buy_room: int, sell_room: int, resting: list[Resting]
+    ) -> list[Quote]:
         s, v = self.settings, self.venue
-        return ladder(
+        self.step = spacing(ref, s.spacing_bps, self.step)
+        return quote_ladder(
             ref,
-            spacing(ref, s.spacing_bps),
+            self.step,
             s.levels,
-            s.size * v.unit,
+            keeping(self.profile.size, resting),
             v.inventory(self.user, self.base_target),
             self.max_inventory,
             s.skew,
@@ -103,6 +129,7 @@ class Maker(Participant):
 
     def act(self, ref: int, ts: int) -> None:
         v = self.venue
+        resting = v.resting(self.user)
         rooms = {side: v.funds_room(self.user, side, ref) for side in (BUY, SELL)}
         funds_short = [side for side, room in rooms.items() if room < v.unit]
         if funds_short:
@@ -112,8 +139,8 @@ class Maker(Participant):
         else:
             if self.state == OUT_OF_FUNDS:
                 self._set_state(ACTIVE, "")
-            quotes = self.wanted(ref, rooms[BUY], rooms[SELL])
-        cancel, place = reconcile(v.resting(self.user), quotes)
+            quotes = self.wanted(ref, rooms[BUY], rooms[SELL], resting)
+        cancel, place = reconcile(resting, quotes)
         try:
             v.cancel(self.user, cancel, ts)
             self.counters.cancels += len(cancel)

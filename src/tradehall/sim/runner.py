@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from tradehall import operations as ops
@@ -34,10 +36,9 @@ from tradehall.sim.accounts import funding_tx, participant_name
 from tradehall.sim.participants import Maker, Participant, Taker
 from tradehall.sim.paths import Path, ReplayPath, make_path
 from tradehall.sim.replay import with_histories
-from tradehall.sim.settings import PathSettings, SimulationSettings
+from tradehall.sim.settings import MakerSettings, PathSettings, SimulationSettings
 from tradehall.sim.venue import FuturesVenue, SpotVenue, Venue
 from tradehall.store.writer import GroupCommitter
-from tradehall.units import format_units
 
 log = logging.getLogger("tradehall.sim")
 
@@ -263,6 +264,23 @@ class Simulation:
             " [[simulation.market]] table"
         )
 
+    def _maker_settings(self, symbol: str, base: str, quote: str, start: float) -> MakerSettings:
+        """The market's maker settings, its ``depth`` in the quote currency resolved (from
+        ``depth_usd`` at the demo prices when its table names none)."""
+        settings = self.settings.makers.get(symbol, self.settings.maker)
+        if settings.depth is not None:
+            return settings
+        if quote in USD_PRICES:
+            depth = settings.depth_usd / Decimal(str(USD_PRICES[quote]))
+        elif base in USD_PRICES:  # the base's dollar value, in the quote at the start price
+            depth = settings.depth_usd / Decimal(str(USD_PRICES[base])) * Decimal(str(start))
+        else:
+            raise SimulationError(
+                f"simulation: no depth for {symbol}: name one with depth in a"
+                " [[simulation.market]] table"
+            )
+        return dataclasses.replace(settings, depth=depth)
+
     def _spot_market(self, symbol: str, paths: dict[str, Path], ts: int) -> Market:
         pair = self.exchange.config.markets.pairs[symbol]
         last = self.exchange.engine.spot.last_price.get(symbol, 0) / 10**pair.price_precision
@@ -271,19 +289,22 @@ class Simulation:
         venue = SpotVenue(self.exchange, pair, round(start * 10**pair.price_precision))
         ref = venue.ticks(start)
         s = self.settings
-        maker_lots = s.funds * (s.maker.levels * s.maker.size + s.maker.max_inventory) * venue.unit
-        taker_lots = s.funds * TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
-        taker_lots *= venue.unit
         maker_name, taker_name = (
             participant_name("maker", symbol),
             participant_name("taker", symbol),
         )
         maker_id = self._user(maker_name, ts)
         taker_id = self._user(taker_name, ts)
-        base_target = self._fund_spot(maker_id, maker_name, pair, maker_lots, ref, ts)
+        settings = self._maker_settings(symbol, pair.base, pair.quote, start)
+        key = f"{s.seed}/{symbol}/maker"
+        maker = Maker(maker_id, maker_name, venue, settings, 0, start=ref, key=key)
+        taker_lots = s.funds * TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
+        taker_lots *= venue.unit
+        maker.base_target = self._fund_spot(
+            maker_id, maker_name, pair, s.funds * maker.capacity(), ref, ts
+        )
         self._fund_spot(taker_id, taker_name, pair, taker_lots, ref, ts)
-        maker = Maker(maker_id, maker_name, venue, s.maker, base_target)
-        taker = Taker(taker_id, taker_name, venue, s.taker, s.maker.spacing_bps)
+        taker = Taker(taker_id, taker_name, venue, s.taker, settings.spacing_bps)
         rng = random.Random(f"{s.seed}/{symbol}/taker")
         model = self._path_settings(symbol).model
         return Market(symbol, venue, path, model, rng, maker, taker, ref)
@@ -304,19 +325,20 @@ class Simulation:
         ref = venue.ticks(start)
         s = self.settings
         cost = c.value(1, ref) // c.default_leverage + 1
-        maker_contracts = (s.maker.levels * s.maker.size + s.maker.max_inventory) * venue.unit
-        taker_contracts = TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
         maker_name = participant_name("maker", c.symbol)
         taker_name = participant_name("taker", c.symbol)
         maker_id = self._user(maker_name, ts)
         taker_id = self._user(taker_name, ts)
+        settings = self._maker_settings(c.symbol, c.base, c.quote, start)
+        key = f"{s.seed}/{c.symbol}/maker"
+        maker = Maker(maker_id, maker_name, venue, settings, 0, start=ref, key=key)
+        taker_contracts = TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
         for user, name, contracts in (
-            (maker_id, maker_name, 2 * maker_contracts),
+            (maker_id, maker_name, 2 * maker.capacity()),
             (taker_id, taker_name, taker_contracts * venue.unit),
         ):
             self._fund_futures(user, name, c.margin_coin, s.funds * contracts * cost, ts)
-        maker = Maker(maker_id, maker_name, venue, s.maker, 0)
-        taker = Taker(taker_id, taker_name, venue, s.taker, s.maker.spacing_bps)
+        taker = Taker(taker_id, taker_name, venue, s.taker, settings.spacing_bps)
         rng = random.Random(f"{s.seed}/{c.symbol}/taker")
         return Market(c.symbol, venue, path, model, rng, maker, taker, ref)
 
@@ -326,27 +348,20 @@ class Simulation:
                 return user.id
         return self.exchange.create_user(name, ts).id
 
-    def _deposit(self, user: int, asset: str, units: int, tx_id: str, ts: int) -> tuple[int, bool]:
-        """Deposit once under ``tx_id``; (the amount deposited under it, whether now)."""
-        record = self.exchange.engine.transfers.get(tx_id)
-        if record is not None:
-            return record.amount, False
-        decimals = self.exchange.config.markets.assets[asset].decimals
-        ops.transfer(
-            self.exchange, "deposit", user, asset, format_units(units, decimals), tx_id, ts
-        )
-        return units, True
+    def _fund(self, user: int, name: str, asset: str, units: int, ts: int) -> int:
+        """Fund once under the fixed tx id; top up when what was funded is under half of
+        ``units`` (a data folder funded by an older, smaller profile). A restart at another
+        price (which changes ``units``) funds nothing again. What was deposited now."""
+        tx = funding_tx(name, asset)
+        return ops.fund_up_to(self.exchange, user, asset, units, tx, ts, short_below=units // 2)
 
     def _fund_spot(self, user: int, name: str, pair: PairSpec, lots: int, ref: int, ts: int) -> int:
-        """Both assets of ``pair`` for ``lots`` at ``ref``; the base deposited."""
-        base, _ = self._deposit(
-            user, pair.base, lots * pair.base_per_lot, funding_tx(name, pair.base), ts
-        )
-        quote = pair.quote_amount(ref, lots)
-        self._deposit(user, pair.quote, quote, funding_tx(name, pair.quote), ts)
-        return base
+        """Both assets of ``pair`` for ``lots`` at ``ref``; the base funded in all."""
+        self._fund(user, name, pair.base, lots * pair.base_per_lot, ts)
+        self._fund(user, name, pair.quote, pair.quote_amount(ref, lots), ts)
+        return ops.funded(self.exchange, user, funding_tx(name, pair.base))
 
     def _fund_futures(self, user: int, name: str, coin: str, units: int, ts: int) -> None:
-        amount, new = self._deposit(user, coin, max(1, units), funding_tx(name, coin), ts)
-        if new:
-            self.exchange.apply(FuturesTransfer(ts, user, coin, amount, True))
+        deposited = self._fund(user, name, coin, max(1, units), ts)
+        if deposited:
+            self.exchange.apply(FuturesTransfer(ts, user, coin, deposited, True))

@@ -1,6 +1,7 @@
 """The ``[simulation]`` section of the configuration, as validated values (config.py parses
-it). Sizes are in multiples of a market's *unit*: the smallest order that meets the market's
-minimums at the price the simulation starts from, times 1.5 (see ``venue.Venue.unit``)."""
+it). The makers' sizes are in quote notional (``MakerSettings``); the takers' in multiples of a
+market's *unit*: the smallest order that meets the market's minimums at the price the
+simulation starts from, times 1.5 (see ``venue.Venue.unit``)."""
 
 from __future__ import annotations
 
@@ -66,15 +67,32 @@ class PathSettings:
 
 @dataclass(frozen=True, slots=True)
 class MakerSettings:
+    """A market maker's ladder (docs/simulation.md, "The makers' books"). Its sizes are set in
+    quote notional: ``depth`` is what each side's first ten levels hold together."""
+
     levels: int = 25
     """Orders on each side."""
     spacing_bps: float = 2.0
-    """Distance between levels, in basis points of the reference price."""
-    size: int = 4
-    """Size of one level, in units."""
-    max_inventory: int = 300
+    """Distance between levels, in basis points of the reference price; the touch spread is
+    one step."""
+    depth: Decimal | None = None
+    """Each side's first ten levels together, in the market's quote currency (a
+    ``[[simulation.market]]`` key); None: ``depth_usd``."""
+    depth_usd: Decimal = Decimal(1_200_000)
+    """``depth`` in US dollars, for every market whose table names no ``depth``: converted to
+    the market's quote at the demo prices (``runner.USD_PRICES``)."""
+    growth: float = 0.5
+    """How the sizes grow away from the touch: the levels come in steps (the first level, the
+    next two, the next three, ...), each step's levels this many times the first level's size
+    larger than the step before."""
+    variation: float = 0.3
+    """Each level's size is scaled by a factor between ``1 - variation`` and
+    ``1 + variation``, drawn (seeded) for its price: sizes vary level to level, and a level
+    keeps its size while the ladder moves."""
+    inventory_limit: float = 5.0
     """Largest position (base held above or below the start, or net futures contracts) the
-    maker may take on, in units: it never quotes more on a side than this bound allows."""
+    maker may take on, in multiples of ``depth``: it never quotes more on a side than this
+    bound allows."""
     skew: float = 1.0
     """How far (in levels) the ladder shifts away from the side it holds too much of, at full
     inventory."""
@@ -142,6 +160,8 @@ class SimulationSettings:
     overrides: dict[str, PathSettings] = field(default_factory=dict)
     """Per-market path settings (``[[simulation.market]]``)."""
     maker: MakerSettings = MakerSettings()
+    makers: dict[str, MakerSettings] = field(default_factory=dict)
+    """Per-market maker settings (``[[simulation.market]]``); a market not listed: ``maker``."""
     taker: TakerSettings = TakerSettings()
     funds: int = 4
     """Each participant is funded with this many times what it can trade (a maker: both

@@ -4,6 +4,7 @@ take. A spot pair and a futures contract differ only here; the participants are 
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Protocol
 
 from tradehall.engine.book import OrderBook
@@ -14,7 +15,7 @@ from tradehall.engine.commands import (
     PlaceBatch,
     PlaceOrder,
 )
-from tradehall.engine.contracts import RATE_ONE, ContractSpec
+from tradehall.engine.contracts import MONEY_DECIMALS, RATE_ONE, ContractSpec
 from tradehall.engine.futures import Futures
 from tradehall.engine.futures_model import CLOSE, OPEN
 from tradehall.engine.markets import PairSpec
@@ -35,6 +36,11 @@ class Venue(Protocol):
     def ticks(self, price: float) -> int: ...
 
     def price_of(self, ticks: int) -> float: ...
+
+    def quantity(self, notional: Decimal, ref: int) -> int:
+        """Lots (spot) or contracts (futures) worth ``notional`` in the quote currency at
+        ``ref`` ticks, rounded down."""
+        ...
 
     def inventory(self, user: int, base_target: int) -> int: ...
 
@@ -76,6 +82,10 @@ class SpotVenue:
     def price_of(self, ticks: int) -> float:
         return ticks / pow10(self.pair.price_precision)
 
+    def quantity(self, notional: Decimal, ref: int) -> int:
+        units = int(notional.scaleb(self.pair.quote_decimals))
+        return units // max(1, ref * self.pair.quote_per_tick_lot)
+
     def inventory(self, user: int, base_target: int) -> int:
         """Base held (free and locked) above ``base_target`` (asset units), in lots."""
         free, locked = self.exchange.engine.ledger.get(user, self.pair.base)
@@ -93,7 +103,7 @@ class SpotVenue:
 
     def resting(self, user: int) -> list[Resting]:
         return [
-            Resting(o.id, o.side, o.price, o.qty - o.filled)
+            Resting(o.id, o.side, o.price, o.qty - o.filled, o.qty)
             for o in self.exchange.engine.open_orders(user, self.symbol)
         ]
 
@@ -152,6 +162,9 @@ class FuturesVenue:
     def price_of(self, ticks: int) -> float:
         return ticks / pow10(self.contract.price_precision)
 
+    def quantity(self, notional: Decimal, ref: int) -> int:
+        return int(notional.scaleb(MONEY_DECIMALS)) // max(1, self.contract.money(1, ref))
+
     def _volume(self, user: int, side: str) -> tuple[int, int]:
         """(volume, closable) of the user's position on ``side``."""
         pos = self.fx.positions.get((user, self.symbol, side))
@@ -180,7 +193,7 @@ class FuturesVenue:
 
     def resting(self, user: int) -> list[Resting]:
         return [
-            Resting(o.id, o.side, o.price, o.qty - o.filled)
+            Resting(o.id, o.side, o.price, o.qty - o.filled, o.qty)
             for o in self.fx.open_orders(user, self.symbol)
         ]
 

@@ -36,6 +36,9 @@ from tradehall.engine.margin import INSURANCE_ACCOUNT, POOL_ACCOUNT
 from tradehall.engine.markets import FEE_RATE_DECIMALS, LEVEL_SCALE
 from tradehall.engine.spot import FEE_ACCOUNT
 from tradehall.exchange import Exchange
+from tradehall.store.base import collector_paused
+from tradehall.store.batch import Batch
+from tradehall.store.journaled import JournaledStore
 from tradehall.units import UnitsError, format_units, format_units_trimmed, to_units
 
 DEMO_USER = "demo"
@@ -581,6 +584,49 @@ def admin_log(ex: Exchange, limit: int, before: int | None) -> dict[str, Any]:
     return {"entries": [adminlog.view(row) for row in ex.store.admin_log(limit, before)]}
 
 
+def replica_from_tables(ex: Exchange) -> Exchange | None:
+    """A fresh exchange loaded from the tables alone (as of the journal record they hold),
+    the first half of ``audit_journal``: a store read, run off the event loop. None when the
+    store keeps no journal."""
+    store = ex.store
+    if not isinstance(store, JournaledStore):
+        return None
+    replica = Exchange(ex.config, store.projections, secret_box=ex.secret_box)
+    with collector_paused():
+        replica.recover()
+    return replica
+
+
+def audit_journal(ex: Exchange, replica: Exchange | None) -> list[str]:
+    """The tables checked against a replay of the journal: ``replica`` (the tables loaded,
+    ``replica_from_tables``) with every journal record after them applied, and what ``ex``
+    has applied but not yet committed, must be in exactly the state of ``ex``'s engine (the
+    same state hash). Run where nothing applies commands meanwhile (the event loop)."""
+    store = ex.store
+    if replica is None or not isinstance(store, JournaledStore):
+        return []
+    seq = replica.projected
+    for record in store.tail(replica.projected):
+        if record.seq > store.head:
+            break
+        replica.replay(record.entries, record.seq)
+        replica.pending = Batch()
+        seq = record.seq
+    if seq < store.head:
+        return [
+            f"journal: records {seq + 1}..{store.head} are missing"
+            f" (the tables stand at {replica.projected})"
+        ]
+    replica.replay(ex.pending.entries, store.head + 1)  # type: ignore[arg-type]
+    live, replayed = ex.engine.state_hash(), replica.engine.state_hash()
+    if live != replayed:
+        return [
+            f"journal: the tables (at record {replica.projected}) with the journal replayed to"
+            f" record {store.head} give state {replayed[:16]}, the engine holds {live[:16]}"
+        ]
+    return []
+
+
 def audit_report(memory: dict[str, Any], store_problems: list[str]) -> dict[str, Any]:
     problems = memory["problems"] + store_problems
     return {"ok": not problems, "problems": problems, "assets": memory["assets"]}
@@ -588,7 +634,8 @@ def audit_report(memory: dict[str, Any], store_problems: list[str]) -> dict[str,
 
 def audit(ex: Exchange) -> dict[str, Any]:
     """The whole audit when nothing runs concurrently (offline)."""
-    return audit_report(audit_memory(ex), audit_store(ex))
+    journal = audit_journal(ex, replica_from_tables(ex))
+    return audit_report(audit_memory(ex), audit_store(ex) + journal)
 
 
 def retention_view(settings: RetentionSettings) -> dict[str, Any]:

@@ -432,8 +432,14 @@ async def markets(call: Call) -> Any:
 
 
 async def audit(call: Call) -> Any:
-    memory = ops.audit_memory(call.exchange)  # on the loop: no command runs meanwhile
     store_problems = await call.state.read(ops.audit_store, call.exchange)
+    replica = await call.state.read(ops.replica_from_tables, call.exchange)
+    await call.durable()
+    while call.state.committer.busy():  # a commit in flight is in neither the journal's
+        await call.durable()  # head nor the pending batch yet
+    # On the loop from here: no command runs meanwhile.
+    memory = ops.audit_memory(call.exchange)
+    store_problems += ops.audit_journal(call.exchange, replica)
     report = ops.audit_report(memory, store_problems)
     call.exchange.stats.audit = (call.now, bool(report["ok"]), len(report["problems"]))
     return report

@@ -27,8 +27,10 @@ from tradehall.store.base import StoreError
 from tradehall.store.batch import AdminLogRow, KeyRow, UserRow
 from tradehall.store.sql import SQLStore
 
-FORMAT = 1
-"""The encoding of a record's body (stored with it): a later release reads older ones."""
+MSGPACK = 1
+JSON = 2
+"""The encodings of a record's body (stored with it, in ``format``): a later release reads
+the older ones."""
 
 
 class StateNoted(msgspec.Struct, frozen=True, gc=False):
@@ -74,20 +76,34 @@ KINDS: tuple[type[Any], ...] = (
 meaning (older journals are read by later releases)."""
 
 _KIND_OF = {kind: i for i, kind in enumerate(KINDS)}
-_ENCODER = msgspec.msgpack.Encoder()
-_OUTER = msgspec.msgpack.Decoder(list[tuple[int, msgspec.Raw]])
-_DECODERS = [msgspec.msgpack.Decoder(kind) for kind in KINDS]
+_PACK = msgspec.msgpack.Encoder()
+_JSON = msgspec.json.Encoder()
+_OUTER_PACK = msgspec.msgpack.Decoder(list[tuple[int, msgspec.Raw]])
+_OUTER_JSON = msgspec.json.Decoder(list[tuple[int, msgspec.Raw]])
+_DECODERS: dict[int, list[Any]] = {
+    MSGPACK: [msgspec.msgpack.Decoder(kind) for kind in KINDS],
+    JSON: [msgspec.json.Decoder(kind) for kind in KINDS],
+}
 
 
-def encode(entries: Sequence[Entry]) -> bytes:
+def encode(entries: Sequence[Entry]) -> tuple[int, bytes]:
+    """A record's body and its format: MessagePack, or JSON for the rare record holding an
+    integer MessagePack cannot (beyond 64 bits)."""
     kind_of = _KIND_OF
-    return _ENCODER.encode([(kind_of[type(e)], e) for e in entries])
-
-
-def decode(body: bytes) -> list[Entry]:
-    decoders = _DECODERS
+    tagged = [(kind_of[type(e)], e) for e in entries]
     try:
-        return [decoders[kind].decode(raw) for kind, raw in _OUTER.decode(body)]
+        return MSGPACK, _PACK.encode(tagged)
+    except OverflowError:
+        return JSON, _JSON.encode(tagged)
+
+
+def decode(body: bytes, fmt: int = MSGPACK) -> list[Entry]:
+    decoders = _DECODERS.get(fmt)
+    if decoders is None:
+        raise StoreError(f"a journal record has format {fmt}, which this release cannot read")
+    outer: Any = _OUTER_PACK if fmt == MSGPACK else _OUTER_JSON
+    try:
+        return [decoders[kind].decode(raw) for kind, raw in outer.decode(body)]
     except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
         raise StoreError(f"a journal record could not be read: {exc}") from exc
 
@@ -184,7 +200,7 @@ class Journal:
                 self._set_meta(conn, "epoch", epoch)
             return epoch
 
-    def append(self, seq: int, epoch: int, time: int, body: bytes) -> None:
+    def append(self, seq: int, epoch: int, time: int, fmt: int, body: bytes) -> None:
         """One record, durable when this returns (the store's commit syncs). Fails (and the
         caller stops) if ``seq`` is already taken."""
         from time import perf_counter
@@ -197,7 +213,7 @@ class Journal:
                         "INSERT INTO journal (seq, epoch, time, format, body)"
                         " VALUES (?, ?, ?, ?, ?)"
                     ),
-                    (seq, epoch, time, FORMAT, body),
+                    (seq, epoch, time, fmt, body),
                 )
                 written = perf_counter()
             self.last_sync_seconds = perf_counter() - written
@@ -219,11 +235,8 @@ class Journal:
             )
         out = []
         for seq, epoch, time, fmt, body in rows:
-            if fmt != FORMAT:
-                raise StoreError(
-                    f"journal record {seq} has format {fmt}; this release reads {FORMAT}"
-                )
-            out.append(JournalRecord(int(seq), int(epoch), int(time), decode(bytes(body))))
+            entries = decode(bytes(body), int(fmt))
+            out.append(JournalRecord(int(seq), int(epoch), int(time), entries))
         return out
 
     def records(self, after: int, upto: int | None = None) -> Iterator[JournalRecord]:

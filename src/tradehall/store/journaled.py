@@ -84,7 +84,8 @@ class JournaledStore:
     def commit(self, batch: Batch) -> None:
         if batch.entries:
             seq = self.head + 1
-            self.journal.append(seq, self.epoch, time.time_ns() // 1_000_000, encode(batch.entries))  # type: ignore[arg-type]
+            fmt, body = encode(batch.entries)  # type: ignore[arg-type]
+            self.journal.append(seq, self.epoch, time.time_ns() // 1_000_000, fmt, body)
             self.head = seq
             batch.journal_seq = seq
         if self.inline is not None:

@@ -93,6 +93,10 @@ class GroupCommitter:
         done.set_result(None)
         return done
 
+    def busy(self) -> bool:
+        """A commit is being written (its batch is neither pending nor committed)."""
+        return self._inflight is not None and not self._inflight.done()
+
     def durable_shielded(self) -> asyncio.Future[None]:
         """``durable()`` for a task that may be cancelled while it waits (the scheduler, the
         simulation, the streams): ``durable()`` hands every waiter the same future, and

@@ -19,12 +19,12 @@ from tradehall.exchange import Exchange
 from tradehall.projector import Projector
 from tradehall.store.base import ProjectionMoved, StoreError
 from tradehall.store.batch import AdminLogRow, Batch, KeyRow, UserRow
-from tradehall.store.journal import JSON, MSGPACK, StateNoted, decode, encode
+from tradehall.store.journal import JSON, MSGPACK, Entry, StateNoted, decode, encode
 from tradehall.store.journaled import JournaledStore, ProjectionBehind
 
 
 def test_every_entry_kind_round_trips() -> None:
-    entries = [
+    entries: list[Entry] = [
         PlaceOrder(1, 2, "BTCUSDT", "BUY", "LIMIT", 300, 4, client_id="c"),
         CancelOrder(5, 2, "BTCUSDT", order_id=7),
         Deposit(6, 2, "USDT", 10**20, "tx"),

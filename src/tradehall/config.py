@@ -264,6 +264,9 @@ class RetentionSettings:
     simulation_minutes: int = 30
     """Orders, trades and ledger entries of the market simulation's participants (0: as
     long as users')."""
+    journal_hours: int = 24
+    """Journal records the tables already hold, kept this long for audits and replay, then
+    compacted away (docs/durability.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -771,6 +774,7 @@ def asset_amounts(
 
 
 _RETENTION_KEYS = (
+    "journal_hours",
     "enabled",
     "interval_s",
     "batch_rows",
@@ -812,6 +816,9 @@ def _retention(doc: _Document, value: object) -> RetentionSettings:
         ),
         simulation_minutes=_horizon(
             table, "simulation_minutes", d.simulation_minutes, 1, _MAX_DAYS * 1440, "a minute"
+        ),
+        journal_hours=_horizon(
+            table, "journal_hours", d.journal_hours, 1, _MAX_DAYS * 24, "an hour"
         ),
     )
 

@@ -648,6 +648,7 @@ def retention_view(settings: RetentionSettings) -> dict[str, Any]:
         "ledgerDays": settings.ledger_days,
         "systemLedgerHours": settings.system_ledger_hours,
         "simulationMinutes": settings.simulation_minutes,
+        "journalHours": settings.journal_hours,
     }
 
 
@@ -672,6 +673,22 @@ def status(ex: Exchange) -> dict[str, Any]:
         "openOrders": sum(len(book.orders) for book in ex.engine.spot.books.values()),
         "writable": ex.failure is None,
         "failure": ex.failure,
+        **({"journal": journal_status(ex.store)} if isinstance(ex.store, JournaledStore) else {}),
+    }
+
+
+def journal_status(store: JournaledStore) -> dict[str, Any]:
+    """Where the journal and the tables stand (docs/durability.md)."""
+    projected = store.projected_seen()
+    child = store.projector
+    return {
+        "head": store.head,
+        "epoch": store.epoch,
+        "projected": projected,
+        "lag": max(0, store.head - projected),
+        "projector": (
+            {"running": child.alive(), "restarts": child.restarts} if child is not None else None
+        ),
     }
 
 

@@ -15,6 +15,7 @@ from tradehall.engine.futures_model import futures_account
 from tradehall.exchange import Exchange
 from tradehall.sim.accounts import participant_market
 from tradehall.store import prune
+from tradehall.store.journaled import JournaledStore
 from tradehall.store.writer import GroupCommitter
 
 log = logging.getLogger("tradehall.retention")
@@ -87,6 +88,16 @@ async def prune_pass(
                     break
             cursors[(kind, horizon)] = after
     done["reclaimedPages"] = await on_writer(store.reclaim_space)
+    done["journalRecords"] = 0
+    if isinstance(store, JournaledStore) and settings.journal_hours:
+        before = now - settings.journal_hours * 3_600_000
+        while exchange.failure is None:
+            gone = await on_writer(store.compact_journal, before, settings.batch_rows)
+            done["journalRecords"] += gone
+            if gone < settings.batch_rows:
+                break
+        if done["journalRecords"]:
+            done["reclaimedPages"] += await on_writer(store.reclaim_journal)
     return done
 
 

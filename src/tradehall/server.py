@@ -226,6 +226,7 @@ def run(
         if with_projector:
             projector = ProjectorProcess(cfg, str(datadir.path))
             projector.start()
+            store.projector = projector
         demo_info = None
         if demo:
             demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000)

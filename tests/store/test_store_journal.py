@@ -181,3 +181,39 @@ def test_projections_and_recovery_equal_the_live_engine(steps: list[tuple[int, i
     projector.catch_up()
     tables = make_exchange(store=store.projections)
     assert tables.engine.state_hash() == live.engine.state_hash()
+
+
+def test_the_journal_is_compacted_behind_the_projections_only(tmp_path: Path) -> None:
+    import asyncio
+
+    from tradehall.config import RetentionSettings
+    from tradehall.retention import directly, prune_pass
+
+    store = journaled_store(tmp_path / "tradehall.db")
+    live = plain_exchange(store)
+    for n in range(4):
+        apply_some(live, n + 1)
+    assert store.head == 4
+    Projector(load_config(), store.projections, store.journal, TEST_SECRET_BOX).catch_up()
+    # As if the tables stood at record 2 (a projector behind).
+    store.projections._conn().execute(
+        "UPDATE engine_state SET value = 2 WHERE name = ?", ("journal.projected",)
+    )
+    later = 10**13 + 2 * 3_600_000
+    settings = RetentionSettings(journal_hours=1)
+    done = asyncio.run(prune_pass(live, settings, later, directly))
+    assert done["journalRecords"] == 2  # records 1 and 2: the tables hold them
+    assert store.journal.first() == 3 and store.journal.head() == 4
+    # Too recent: kept whatever the tables hold.
+    store.projections._conn().execute(
+        "UPDATE engine_state SET value = 4 WHERE name = ?", ("journal.projected",)
+    )
+    assert asyncio.run(prune_pass(live, settings, 0, directly))["journalRecords"] == 0
+    assert asyncio.run(prune_pass(live, settings, later, directly))["journalRecords"] == 2
+    assert store.journal.first() is None and store.journal.head() == 4  # the head stays
+    live.apply(Deposit(9, 1, "USDT", 1, "after"))
+    live.commit_now()
+    assert store.head == 5
+    store.close()
+    again = plain_exchange(journaled_store(tmp_path / "tradehall.db"))
+    assert again.store.head == 5  # type: ignore[attr-defined]

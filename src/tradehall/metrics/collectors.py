@@ -22,6 +22,7 @@ from tradehall.engine.orders import BUY
 from tradehall.exchange import Exchange
 from tradehall.metrics.histogram import histogram_family
 from tradehall.sim.faults import KINDS as FAULT_KINDS
+from tradehall.store.journaled import JournaledStore
 from tradehall.store.writer import GroupCommitter
 from tradehall.stream.fanout import Fanout
 
@@ -134,6 +135,25 @@ class ExchangeCollector(Collector):
             "1 while the store takes writes; 0 after a failed commit (fail-stop until restart).",
             1 if ex.failure is None else 0,
         )
+        store = ex.store
+        if isinstance(store, JournaledStore):
+            yield _gauge("tradehall_journal_head", "The last journal record appended.", store.head)
+            yield _gauge(
+                "tradehall_journal_projected",
+                "The last journal record the tables hold (the projector's position).",
+                store.projected_seen(),
+            )
+            child = store.projector
+            if child is not None:
+                yield _gauge(
+                    "tradehall_projector_up", "1 while the projector process runs.",
+                    1 if child.alive() else 0,
+                )  # fmt: skip
+                yield CounterMetricFamily(
+                    "tradehall_projector_restarts",
+                    "Times the projector process exited and was started again.",
+                    value=child.restarts,
+                )
         yield from self._books(ex)
         markets = ex.config.markets
         trades = CounterMetricFamily(

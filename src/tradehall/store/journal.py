@@ -251,19 +251,25 @@ class Journal:
                 return
             after = chunk[-1].seq
 
-    def compact(self, upto: int, limit: int = 5000) -> int:
-        """Delete up to ``limit`` records with a sequence number at or below ``upto``; how
-        many went. Short, so that appends waiting behind it wait little."""
+    def compact(self, upto: int, before: int, limit: int = 5000) -> int:
+        """Delete up to ``limit`` of the oldest records numbered at most ``upto`` and
+        appended before ``before`` (ms); how many went. Short, so that an append waiting
+        behind it waits little."""
         self.prepare()
         with self.db._failing("compacting the journal"):
             conn = self.db._write_conn()
             with self.db._transaction(conn):
                 low = conn.execute("SELECT MIN(seq) FROM journal").fetchone()[0]
-                if low is None or int(low) > upto:
+                if low is None:
                     return 0
-                high = min(upto, int(low) + limit - 1)
-                base = self._meta(conn, "base")
-                if high > base:
+                row = conn.execute(
+                    self._sql("SELECT MAX(seq) FROM journal WHERE seq <= ? AND time < ?"),
+                    (min(upto, int(low) + limit - 1), before),
+                ).fetchone()
+                if row[0] is None:
+                    return 0
+                high = int(row[0])
+                if high > self._meta(conn, "base"):
                     self._set_meta(conn, "base", high)  # the head never goes back
                 cur = conn.execute(self._sql("DELETE FROM journal WHERE seq <= ?"), (high,))
                 return int(getattr(cur, "rowcount", 0) or 0)

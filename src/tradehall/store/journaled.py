@@ -49,6 +49,8 @@ class JournaledStore:
         self.inline: Callable[[], None] | None = None
         """Catches the projections up in this thread (offline commands, tests without a
         projector process): called after each commit and before each history read."""
+        self.projector: Any = None
+        """The projector process the engine supervises (``ProjectorProcess``), if any."""
         self._projected = 0
         self._lock = threading.Lock()
         self.checkpoints = bool(getattr(journal.db, "checkpoints", False))
@@ -102,6 +104,26 @@ class JournaledStore:
 
     def projected(self) -> int:
         return self.projections.projected()
+
+    def projected_seen(self) -> int:
+        """``projected()`` read now, or the last value seen if the store cannot be read (for
+        status and metrics, which answer while the store is down)."""
+        try:
+            projected = self.projections.projected()
+        except StoreError:
+            return self._projected
+        with self._lock:
+            self._projected = max(self._projected, projected)
+        return projected
+
+    def compact_journal(self, before: int, limit: int) -> int:
+        """Drop up to ``limit`` journal records that the tables hold and that were appended
+        before ``before`` (ms); how many went (on the writer: between two appends)."""
+        upto = min(self.projections.projected(), self.head)
+        return self.journal.compact(upto, before, limit)
+
+    def reclaim_journal(self) -> int:
+        return self.journal.db.reclaim_space() if self._separate else 0
 
     # ------------------------------------------------------------- reads
 

@@ -50,6 +50,7 @@ from tradehall.exchange import Exchange
 from tradehall.marketdata import INTERVALS, bar_open
 from tradehall.server import recover_for_serving
 from tradehall.store.base import collector_paused
+from tradehall.store.factory import open_store
 from tradehall.store.sqlite import SQLiteStore
 
 T_HISTORY = 1_690_000_000_000
@@ -78,12 +79,15 @@ def probe(db_path: str) -> dict[str, Any]:
     rss0 = rss_bytes()
     cfg = load_config()
     t0 = time.perf_counter()
-    store = SQLiteStore(db_path, cfg.server.sqlite_synchronous)
-    store.migrate()
+    journaled = open_store("", Path(db_path).parent, synchronous=cfg.server.sqlite_synchronous)
+    journaled.migrate()
+    journaled.start_appending()
     box = DataDir(Path(db_path).parent).secret_box()
-    exchange = Exchange(cfg, store, secret_box=box)
-    recover_for_serving(exchange)
+    exchange = Exchange(cfg, journaled, secret_box=box)
+    recover_for_serving(exchange)  # the tables, then the journal after them
     recover_s = time.perf_counter() - t0
+    tail = journaled.head - exchange.projected
+    store = journaled.projections
     rss1 = rss_bytes()
     open_orders = sum(len(v) for v in exchange.engine.spot.by_account.values())
     t1 = time.perf_counter()
@@ -92,9 +96,10 @@ def probe(db_path: str) -> dict[str, Any]:
     load_s = time.perf_counter() - t1
     loaded = len(snap.open_orders)
     del snap
-    store.close()
+    journaled.close()
     return {
         "recover_s": recover_s,
+        "journal_records_replayed": tail,
         "store_load_s": load_s,
         "open_orders": open_orders,
         "loaded_rows": loaded,

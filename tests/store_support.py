@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+from support import Backend
 from tradehall import operations as ops
 from tradehall.codes import Reject
 from tradehall.engine import audit
 from tradehall.engine.commands import CancelOrder, Command, Deposit, PlaceOrder, Withdraw
 from tradehall.engine.orders import FOK, GTC, IOC, POST_ONLY
 from tradehall.exchange import Exchange
+from tradehall.store.schema import TABLES
 
 TS = 1_700_000_000_000
 
@@ -82,3 +86,19 @@ def fingerprint(exchange: Exchange) -> tuple[Any, ...]:
         sorted(exchange.users.values(), key=lambda u: u.id),
         sorted((k.row for k in exchange.keys.values()), key=lambda r: r.api_key),
     )
+
+
+def table_rows(
+    backend: Backend, data_dir: Path, names: Iterable[str] = TABLES
+) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows of the tables ``names`` (default: all), in key order, read directly from
+    ``data_dir``'s database."""
+    return {
+        t.name: [
+            tuple(row)
+            for row in backend.query(
+                data_dir, f"SELECT {t.column_list} FROM {t.name} ORDER BY {', '.join(t.key)}"
+            )
+        ]
+        for t in (TABLES[name] for name in names)
+    }

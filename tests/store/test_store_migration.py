@@ -12,7 +12,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from store_support import command_stream, fingerprint, populate, run
+from store_support import command_stream, fingerprint, populate, run, table_rows
 from support import TEST_SECRET_BOX, Backend
 from tradehall.cli import app
 from tradehall.config import load_config
@@ -98,16 +98,8 @@ def all_rows(
     backend: Backend, data_dir: Path, version: int | None = None
 ) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows; at ``version``, only the tables that exist there."""
-    return {
-        t.name: [
-            tuple(row)
-            for row in backend.query(
-                data_dir, f"SELECT {t.column_list} FROM {t.name} ORDER BY {', '.join(t.key)}"
-            )
-        ]
-        for t in TABLES.values()
-        if version is None or ADDED_LATER.get(t.name, 0) <= version
-    }
+    names = [n for n in TABLES if version is None or ADDED_LATER.get(n, 0) <= version]
+    return table_rows(backend, data_dir, names)
 
 
 def indexes(backend: Backend, data_dir: Path, table: str) -> set[str]:

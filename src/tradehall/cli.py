@@ -8,6 +8,7 @@ changed behind a running server's back. Every command takes ``--json`` for scrip
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -563,12 +564,21 @@ def projector(
         sync = cfg.server.sqlite_synchronous
         projections = open_projections(cfg.server.database, datadir.path, synchronous=sync)
         journal = open_journal(projections, datadir.path, sync)
+        # One projector per store: PostgreSQL's takes an advisory lock; SQLite's this file's.
+        only = (
+            datadir.lock("projector.lock", "another projector")
+            if not cfg.server.database
+            else contextlib.nullcontext()
+        )
         try:
-            worker = Projector(cfg, projections, journal, datadir.secret_box())
-            worker.run(stop, parent)
+            with only:
+                worker = Projector(cfg, projections, journal, datadir.secret_box())
+                worker.run(stop, parent)
         finally:
             projections.close()
             journal.db.close()
+    except DataDirBusy as exc:
+        _fail(CliError(str(exc)), False)
     except StoreError as exc:
         _fail(CliError(str(exc), -1001), False)
     except CliError as exc:

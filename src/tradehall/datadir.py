@@ -91,14 +91,16 @@ class DataDir:
             return None
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self, name: str = "lock", holder: str = "another tradehall process") -> Iterator[None]:
+        """Hold the folder (``name``: the server's and offline commands' lock, or
+        ``projector.lock``, the one projector's) while the block runs."""
         self.ensure()
-        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.path / name, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise DataDirBusy(f"{self.path} is in use by another tradehall process") from None
+                raise DataDirBusy(f"{self.path} is in use by {holder}") from None
             yield
         finally:
             os.close(fd)

@@ -554,18 +554,25 @@ def audit_memory(ex: Exchange) -> dict[str, Any]:
 
 def audit_store(ex: Exchange) -> list[str]:
     """Every stored balance equals the sum of its stored ledger entries, and the admin audit
-    trail is whole (a store read)."""
+    trail is whole (a store read of the tables as they stand: each projector commit leaves
+    them whole, so the audit does not wait for a projector that is behind)."""
+    tables = _tables(ex)
     return [
         f"account {account} {asset}: stored balance ({free}, {locked}) != ledger sum"
         f" ({sum_free}, {sum_locked})"
-        for account, asset, free, locked, sum_free, sum_locked in ex.store.ledger_mismatches()
+        for account, asset, free, locked, sum_free, sum_locked in tables.ledger_mismatches()
     ] + admin_log_problems(ex)
+
+
+def _tables(ex: Exchange) -> Any:
+    store = ex.store
+    return store.projections if isinstance(store, JournaledStore) else store
 
 
 def admin_log_problems(ex: Exchange) -> list[str]:
     """The trail's entries are numbered 1, 2, ... as written and never removed: ids that do
     not run 1..n mean entries are missing."""
-    count, low, high = ex.store.admin_log_span()
+    count, low, high = _tables(ex).admin_log_span()
     if count and (low != 1 or high != count):
         return [f"admin log: {count} entries with ids {low}..{high}: entries are missing"]
     return []

@@ -78,6 +78,7 @@ class Projector:
             exchange.recover()
         self.exchange = exchange
         self.seq = exchange.projected
+        log.info("projector: the tables stand at journal record %d", self.seq)
 
     def step(self) -> int:
         """Project the next chunk of records; how many (0: caught up)."""
@@ -196,8 +197,9 @@ class ProjectorProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Ask it to catch up and stop; kill it after ``timeout``."""
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask it to catch up and stop; kill it after ``timeout`` (the next start continues
+        from the tables)."""
         self._stopping = True
         proc = self.proc
         if proc is None or proc.poll() is not None:
@@ -206,6 +208,11 @@ class ProjectorProcess:
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            log.warning(
+                "the projector did not catch up within %.0f s: stopped; the next start"
+                " continues from the tables",
+                timeout,
+            )
             proc.kill()
             proc.wait()
 
@@ -223,7 +230,7 @@ def open_exchange(
     ``inline``: no projector process runs beside it, so this process projects (the offline
     commands): the tables are caught up first, and after every commit."""
     store.migrate()
-    store.start_appending()
+    store.start_appending(claim=not inline)
     if inline:
         attach_inline(store, config, secret_box)
         store.caught_up()

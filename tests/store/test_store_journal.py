@@ -217,3 +217,20 @@ def test_the_journal_is_compacted_behind_the_projections_only(tmp_path: Path) ->
     store.close()
     again = plain_exchange(journaled_store(tmp_path / "tradehall.db"))
     assert again.store.head == 5  # type: ignore[attr-defined]
+
+
+def test_an_offline_command_claims_an_epoch_only_when_it_writes(tmp_path: Path) -> None:
+    from tradehall.projector import open_exchange
+
+    for writes in (False, True, False):
+        store = journaled_store(tmp_path / "tradehall.db")
+        exchange = open_exchange(load_config(), store, TEST_SECRET_BOX, inline=True)
+        if writes:
+            exchange.create_user("w", 1)
+            exchange.commit_now()
+            assert store.epoch == 1
+        else:
+            assert store.epoch == 0
+        store.close()
+    meta = sqlite3.connect(tmp_path / "journal.db").execute("SELECT value FROM journal_meta")
+    assert meta.fetchall() == [(1,)]

@@ -90,11 +90,22 @@ def test_a_killed_projector_is_restarted_and_a_killed_server_loses_nothing(
             # History reads see every acknowledged write.
             history = client.history_orders(symbol="BTCUSDT", limit=100)
             assert {int(o["orderId"]) for o in history} >= set(placed[-10:])
-        # Stop the projector, write more, kill the server while the tables are behind.
+        # A second projector on the folder is refused.
+        second = subprocess.run(
+            tradehall_command("projector", "--data-dir", str(data)),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert second.returncode == 1 and "in use by another projector" in second.stderr
+        # Stop the projector, write more: the audit (tables + journal replay) still runs, and
+        # passes; then kill the server while the tables are behind.
         pid = wait_until(lambda: projector_pid(server))
         os.kill(pid, signal.SIGSTOP)
         placed += place_some(client, 15, 500)
         assert journal_status(server)["lag"] > 0
+        audit_passes(data)
         server.stop(signal.SIGKILL)
         os.kill(pid, signal.SIGCONT)  # it sees its parent gone and stops
     finally:

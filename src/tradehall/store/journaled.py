@@ -22,8 +22,10 @@ from tradehall.store.journal import Journal, JournalRecord, encode
 from tradehall.store.prune import Cutoffs, Keep, Step
 from tradehall.store.sql import SQLStore
 
-WAIT_S = 5.0
-"""How long a history read waits for the projections to reach the writes before it."""
+WAIT_S = 1.5
+"""How long a history read waits for the projections to reach the writes before it: under
+the gateways' timeout for the engine's answer (2 s), so that a client behind a gateway is
+told that history is catching up, not that the engine is unreachable."""
 POLL_S = 0.002
 
 
@@ -71,10 +73,12 @@ class JournaledStore:
     def schema_version(self) -> int:
         return self.projections.schema_version()
 
-    def start_appending(self) -> int:
-        """Claim this run's epoch; the head is where appends continue."""
+    def start_appending(self, *, claim: bool = True) -> int:
+        """Find where appends continue (the head) and claim this run's epoch (``claim``;
+        otherwise at the first append: an offline command that only reads claims none)."""
         self.head = max(self.journal.head(), self.projections.projected())
-        self.epoch = self.journal.next_epoch()
+        if claim:
+            self.epoch = self.journal.next_epoch()
         return self.epoch
 
     # ------------------------------------------------------------- the journal
@@ -85,6 +89,8 @@ class JournaledStore:
 
     def commit(self, batch: Batch) -> None:
         if batch.entries:
+            if not self.epoch:  # an offline command claims one only when it writes
+                self.epoch = self.journal.next_epoch()
             seq = self.head + 1
             fmt, body = encode(batch.entries)  # type: ignore[arg-type]
             self.journal.append(seq, self.epoch, time.time_ns() // 1_000_000, fmt, body)

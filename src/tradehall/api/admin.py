@@ -432,8 +432,8 @@ async def markets(call: Call) -> Any:
 
 
 async def audit(call: Call) -> Any:
-    store_problems = await call.state.read(ops.audit_store, call.exchange)
-    replica = await call.state.read(ops.replica_from_tables, call.exchange)
+    store_problems = await call.state.read_now(ops.audit_store, call.exchange)
+    replica = await call.state.read_now(ops.replica_from_tables, call.exchange)
     await call.durable()
     while call.state.committer.busy():  # a commit in flight is in neither the journal's
         await call.durable()  # head nor the pending batch yet
@@ -447,7 +447,7 @@ async def audit(call: Call) -> Any:
 
 async def storage(call: Call) -> Any:
     """The store's tables (rows, bytes), its space, and the retention in force."""
-    report = await call.state.read(ops.storage, call.exchange)
+    report = await call.state.read_now(ops.storage, call.exchange)
     pruner = call.state.pruner
     report["retention"]["prunedSinceStart"] = dict(pruner.totals) if pruner else {}
     return report

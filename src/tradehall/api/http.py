@@ -4,6 +4,7 @@ parameters to the handler, render its result or the catalogue's error."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import weakref
@@ -11,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from logging import INFO
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -26,6 +28,7 @@ from tradehall.api.auth import MAX_AHEAD_MS, authenticate
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
+from tradehall.api.projection_wait import ProjectionWait
 from tradehall.api.ratelimit import RateLimiter
 from tradehall.api.reading import reading
 from tradehall.api.replay import MemoryReplayGuard, ReplayGuard, check_replay
@@ -34,7 +37,7 @@ from tradehall.codes import Code, Reject
 from tradehall.exchange import ApiKey, Exchange
 from tradehall.logs import ACCESS
 from tradehall.store.base import StoreError
-from tradehall.store.journaled import ProjectionBehind
+from tradehall.store.journaled import READ_AFTER, JournaledStore, ProjectionBehind
 from tradehall.store.writer import GroupCommitter
 
 if TYPE_CHECKING:
@@ -107,6 +110,7 @@ class AppState:
     """What ``GET /metrics`` shows (``tradehall.metrics``)."""
     draining: bool = False
     """The server was asked to stop: ``/readyz`` answers 503 from then on."""
+    _projection: ProjectionWait | None = None
     readiness_checks: list[Callable[[], str | None]] = field(default_factory=list)
     """More conditions of readiness (the engine process's NATS link): each gives the reason
     it is not met, or None."""
@@ -125,7 +129,24 @@ class AppState:
         return await self.limiter.unreachable() if self.limiter is not None else None
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a store read on the reader thread (history queries)."""
+        """Run a history read on the reader thread, once the tables hold every journal record
+        committed when it was asked (the caller's own writes): the wait is on the event loop
+        (``api.projection_wait``), the read runs knowing it is over."""
+        loop = asyncio.get_running_loop()
+        store = self.exchange.store
+        if not isinstance(store, JournaledStore):
+            return await loop.run_in_executor(self.reader, fn, *args)
+        target = store.head
+        if self._projection is None:
+            self._projection = ProjectionWait(store, self.reader)
+        await self._projection.until(target)
+        context = contextvars.copy_context()
+        context.run(READ_AFTER.set, target)
+        return await loop.run_in_executor(self.reader, partial(context.run, fn, *args))
+
+    async def read_now(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a store read on the reader thread without waiting for the projections (the
+        tables as they stand: the audit, storage figures)."""
         return await asyncio.get_running_loop().run_in_executor(self.reader, fn, *args)
 
     # The ``Front`` an endpoint admits requests through: here, in the process of the exchange.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from typing import Any, TextIO
 
 from tradehall.store.base import StoreError, StoreRefused
@@ -31,6 +32,18 @@ POLL_S = 0.002
 
 class ProjectionBehind(StoreError):
     """The projections did not reach the journal's head in time (nothing is lost: retry)."""
+
+
+def behind(projected: int, goal: int) -> ProjectionBehind:
+    return ProjectionBehind(
+        f"history is catching up with the latest writes (at record {projected} of {goal});"
+        " retry shortly"
+    )
+
+
+READ_AFTER: ContextVar[int | None] = ContextVar("read_after", default=None)
+"""Set by a caller that has already waited for the projections (``api.projection_wait``):
+the record its read must see, instead of the head when the read runs."""
 
 
 class JournaledStore:
@@ -152,17 +165,18 @@ class JournaledStore:
                 inline = None  # once: if that did not get there, nothing here will
                 continue
             if time.monotonic() >= deadline:
-                raise ProjectionBehind(
-                    f"history is catching up with the latest writes (at record {projected} of"
-                    f" {goal}); retry shortly"
-                )
+                raise behind(projected, goal)
             time.sleep(POLL_S)
 
     def load(self, symbols: list[str], bars_to_keep: dict[str, int]) -> Any:
         return self.projections.load(symbols, bars_to_keep)
 
+    def projected_cached(self) -> int:
+        """The projector's position as last read (no store read)."""
+        return self._projected
+
     def _read(self, name: str, *args: Any) -> Any:
-        self.caught_up()
+        self.caught_up(READ_AFTER.get())
         return getattr(self.projections, name)(*args)
 
     def find_order(self, *args: Any) -> Any:

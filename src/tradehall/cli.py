@@ -548,7 +548,6 @@ def projector(
     stopped (SIGTERM: catch up, then exit). `serve` and `engine` start one as a child; run it
     yourself beside `engine --no-projector` on PostgreSQL (docs/durability.md)."""
     import signal
-    import threading
 
     from tradehall.projector import Projector
     from tradehall.store.factory import open_journal, open_projections
@@ -556,9 +555,9 @@ def projector(
     logs.configure(log_format, False)
     try:
         cfg, datadir = _load(config, data_dir, database)
-        stop = threading.Event()
+        stopping: list[bool] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, lambda *_: stopping.append(True))
         if parent is not None:
             _die_with_parent()
         sync = cfg.server.sqlite_synchronous
@@ -573,7 +572,7 @@ def projector(
         try:
             with only:
                 worker = Projector(cfg, projections, journal, datadir.secret_box())
-                worker.run(stop, parent)
+                worker.run(lambda: bool(stopping), parent)
         finally:
             projections.close()
             journal.db.close()

@@ -71,11 +71,17 @@ class TextFormatter(logging.Formatter):
         return f"{text} [{' '.join(extra)}]" if extra else text
 
 
+current_format = "text"
+"""The format ``configure`` set (a child process, the projector, logs in the same one)."""
+
+
 def configure(fmt: str = "text", access_log: bool = False, level: int = logging.INFO) -> None:
     """The process's logging: ``fmt`` ``text`` or ``json`` on stderr; the access log on or
     off. Replaces whatever handlers the root logger had."""
     if fmt not in ("text", "json"):
         raise ValueError(f"unknown log format {fmt!r}: text or json")
+    global current_format
+    current_format = fmt
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()

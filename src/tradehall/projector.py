@@ -117,15 +117,16 @@ class Projector:
         while self.step():
             pass
 
-    def run(self, stop: threading.Event, parent: int | None = None) -> None:
-        """Project until ``stop`` is set (then catch up and return), or the parent process
-        (``parent``) is gone."""
-        while not stop.is_set():
+    def run(self, stopping: Callable[[], bool], parent: int | None = None) -> None:
+        """Project until ``stopping()`` (then catch up and return), or the parent process
+        (``parent``) is gone. ``stopping`` is polled: a signal handler only sets a flag (one
+        that set a ``threading.Event`` while this thread waited on it would deadlock)."""
+        while not stopping():
             if parent is not None and os.getppid() != parent:
-                log.warning("the engine process is gone: stopping")
-                return
+                log.warning("the engine process is gone: catching up, then stopping")
+                break
             if not self.step():
-                stop.wait(IDLE_S)
+                time.sleep(IDLE_S)
         self.catch_up()
 
 
@@ -165,7 +166,10 @@ class ProjectorProcess:
         self._watch: threading.Thread | None = None
 
     def command(self) -> list[str]:
+        from tradehall import logs
+
         args = [sys.executable, "-m", "tradehall", "projector", "--data-dir", self.data_dir]
+        args += ["--log-format", logs.current_format]
         if self.config.source != BUILTIN_SOURCE:
             args += ["--config", self.config.source]
         return [*args, "--parent", str(os.getpid())]

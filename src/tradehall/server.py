@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import logging
 import os
 import signal
 import socket
@@ -23,11 +24,14 @@ from tradehall.api.app import create_app
 from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
-from tradehall.projector import ProjectorProcess, open_exchange
+from tradehall.projector import Projector, ProjectorProcess, open_exchange
 from tradehall.sim.faults import FaultInjector
 from tradehall.store.base import collector_paused
 from tradehall.store.factory import open_store, store_identity
+from tradehall.store.journaled import JournaledStore
 from tradehall.stream.log_filters import quiet_invalid_utf8
+
+log = logging.getLogger("tradehall.server")
 
 
 class ListenError(Exception):
@@ -264,4 +268,23 @@ def run(
     finally:
         if projector is not None:
             projector.stop()
+            finish_projection(store, cfg, datadir)
         store.close()
+
+
+def finish_projection(store: JournaledStore, cfg: Config, datadir: DataDir) -> None:
+    """After the projector child stopped: the tables caught up here if it left them behind
+    (it could not finish in time, or could not run), so that a stopped server's tables hold
+    every acknowledged write (backups, offline tools). Nothing is lost if this fails: the
+    next start replays the journal."""
+    try:
+        if store.projected() >= store.head:
+            return
+        log.warning(
+            "the tables stand at journal record %d of %d: catching up before stopping",
+            store.projected(),
+            store.head,
+        )
+        Projector(cfg, store.projections, store.journal, datadir.secret_box()).catch_up()
+    except Exception:
+        log.exception("catching the tables up failed (the next start replays the journal)")

@@ -28,6 +28,13 @@ def projector_pid(server: ServerProcess) -> int | None:
     return int(pids[0]) if pids else None
 
 
+def is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def journal_status(server: ServerProcess) -> dict[str, Any]:
     token = (server.data_dir / "admin.token").read_text().strip()
     status: dict[str, Any] = AdminClient(server.url, token).status()
@@ -107,7 +114,9 @@ def test_a_killed_projector_is_restarted_and_a_killed_server_loses_nothing(
         assert journal_status(server)["lag"] > 0
         audit_passes(data)
         server.stop(signal.SIGKILL)
-        os.kill(pid, signal.SIGCONT)  # it sees its parent gone and stops
+        os.kill(pid, signal.SIGCONT)
+        # It sees its parent gone (and gets SIGTERM from the kernel), catches up and exits.
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or is_zombie(pid))
     finally:
         server.stop(signal.SIGKILL)
     again = start_server(data)

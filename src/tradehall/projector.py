@@ -241,4 +241,7 @@ def open_exchange(
     exchange = Exchange(config, store, secret_box=secret_box, check_invariants=check_invariants)
     with collector_paused():
         exchange.recover()
+    if inline:
+        store.projected_seen()
+        store.rows_inline = True  # the tables hold the head: each commit writes its rows
     return exchange

@@ -61,6 +61,10 @@ class JournaledStore:
         """The last journal record appended (or found at start)."""
         self.epoch = 0
         """This run's epoch (claimed at ``start_appending``)."""
+        self.rows_inline = False
+        """This process writes each record's rows itself right after appending it (its
+        exchange stages them: offline commands and in-process test servers, which start
+        with the tables caught up)."""
         self.inline: Callable[[], None] | None = None
         """Catches the projections up in this thread (offline commands, tests without a
         projector process): called after each commit and before each history read."""
@@ -109,6 +113,13 @@ class JournaledStore:
             self.journal.append(seq, self.epoch, time.time_ns() // 1_000_000, fmt, body)
             self.head = seq
             batch.journal_seq = seq
+            if self.rows_inline and self._projected == seq - 1:
+                # This process is its own projector: the batch's rows are the record's.
+                batch.projects = (seq - 1, seq)
+                self.projections.commit(batch)
+                with self._lock:
+                    self._projected = seq
+                return
         if self.inline is not None:
             self.inline()
 

@@ -32,6 +32,7 @@ from tradehall.cluster import (
     DEFAULT_READ_CACHE_MS,
     DEFAULT_SUBJECT,
     DEFAULT_TIMEOUT,
+    HISTORY_WAIT_S,
     LinkError,
 )
 from tradehall.codes import Code, Reject
@@ -598,7 +599,12 @@ def gateway(
     nats_url: NatsOpt = DEFAULT_NATS_URL,
     subject: SubjectOpt = DEFAULT_SUBJECT,
     timeout: Annotated[
-        float, typer.Option(min=0.05, help="Seconds to wait for the engine's answer.")
+        float,
+        typer.Option(
+            min=0.05,
+            help="Seconds to wait for the engine's answer (keep it above the engine's"
+            f" {HISTORY_WAIT_S:g} s wait of history reads for the projector).",
+        ),
     ] = DEFAULT_TIMEOUT,
     batch_max: Annotated[
         int, typer.Option(min=1, max=4096, help="Commands per message to the engine, at most.")

@@ -548,17 +548,16 @@ def projector(
     stopped (SIGTERM: catch up, then exit). `serve` and `engine` start one as a child; run it
     yourself beside `engine --no-projector` on PostgreSQL (docs/durability.md)."""
     import signal
-    import threading
 
-    from tradehall.projector import Projector
+    from tradehall.projector import Projector, SignalStop
     from tradehall.store.factory import open_journal, open_projections
 
     logs.configure(log_format, False)
     try:
         cfg, datadir = _load(config, data_dir, database)
-        stop = threading.Event()
+        stop = SignalStop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, stop.set)
         if parent is not None:
             _die_with_parent()
         sync = cfg.server.sqlite_synchronous

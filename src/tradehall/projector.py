@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tradehall.config import BUILTIN_SOURCE, Config
 from tradehall.exchange import Exchange
@@ -38,6 +38,34 @@ CHUNK = 256
 """Journal records projected per transaction at most (each record is a whole group commit)."""
 IDLE_S = 0.002
 """How long the projector sleeps when it has caught up before it looks again."""
+
+
+class Stop(Protocol):
+    """What tells ``Projector.run`` to stop: a ``threading.Event``, or a ``SignalStop``."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float) -> bool: ...
+
+
+class SignalStop:
+    """Set by a signal handler. A plain attribute, no lock: ``threading.Event.set`` takes the
+    event's lock, which the main thread the handler interrupts may be holding (inside
+    ``Event.wait``): the handler then waits for it forever, and so does the process (seen:
+    a projector that never exited after SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def set(self, *_: object) -> None:
+        self.stopped = True
+
+    def is_set(self) -> bool:
+        return self.stopped
+
+    def wait(self, timeout: float) -> bool:
+        time.sleep(timeout)
+        return self.stopped
 
 
 @dataclass
@@ -116,7 +144,7 @@ class Projector:
         while self.step():
             pass
 
-    def run(self, stop: threading.Event, parent: int | None = None) -> None:
+    def run(self, stop: Stop, parent: int | None = None) -> None:
         """Project until ``stop`` is set (then catch up and return), or the parent process
         (``parent``) is gone."""
         while not stop.is_set():

@@ -33,6 +33,7 @@ from tradehall.cluster import (
     DEFAULT_READ_CACHE_MS,
     DEFAULT_SUBJECT,
     DEFAULT_TIMEOUT,
+    HISTORY_WAIT_S,
     LinkError,
 )
 from tradehall.codes import Code, Reject
@@ -549,15 +550,15 @@ def projector(
     yourself beside `engine --no-projector` on PostgreSQL (docs/durability.md)."""
     import signal
 
-    from tradehall.projector import Projector
+    from tradehall.projector import Projector, SignalStop
     from tradehall.store.factory import open_journal, open_projections
 
     logs.configure(log_format, False)
     try:
         cfg, datadir = _load(config, data_dir, database)
-        stopping: list[bool] = []
+        stop = SignalStop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stopping.append(True))
+            signal.signal(sig, stop.set)
         if parent is not None:
             _die_with_parent()
         sync = cfg.server.sqlite_synchronous
@@ -572,7 +573,7 @@ def projector(
         try:
             with only:
                 worker = Projector(cfg, projections, journal, datadir.secret_box())
-                worker.run(lambda: bool(stopping), parent)
+                worker.run(stop.is_set, parent)
         finally:
             projections.close()
             journal.db.close()
@@ -607,7 +608,12 @@ def gateway(
     nats_url: NatsOpt = DEFAULT_NATS_URL,
     subject: SubjectOpt = DEFAULT_SUBJECT,
     timeout: Annotated[
-        float, typer.Option(min=0.05, help="Seconds to wait for the engine's answer.")
+        float,
+        typer.Option(
+            min=0.05,
+            help="Seconds to wait for the engine's answer (keep it above the engine's"
+            f" {HISTORY_WAIT_S:g} s wait of history reads for the projector).",
+        ),
     ] = DEFAULT_TIMEOUT,
     batch_max: Annotated[
         int, typer.Option(min=1, max=4096, help="Commands per message to the engine, at most.")

@@ -40,6 +40,22 @@ IDLE_S = 0.002
 """How long the projector sleeps when it has caught up before it looks again."""
 
 
+class SignalStop:
+    """Set by a signal handler. A plain attribute, no lock: ``threading.Event.set`` takes the
+    event's lock, which the main thread the handler interrupts may be holding (inside
+    ``Event.wait``): the handler then waits for it forever, and so does the process (seen:
+    a projector that never exited after SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def set(self, *_: object) -> None:
+        self.stopped = True
+
+    def is_set(self) -> bool:
+        return self.stopped
+
+
 @dataclass
 class ProjectorStats:
     records: int = 0

@@ -212,12 +212,16 @@ def run(
     simulate: bool = False,
     make_app: AppFactory | None = None,
     with_projector: bool = True,
+    history_wait_s: float | None = None,
 ) -> None:
     """Serve until signalled; with ``simulate`` the market simulation starts with the server
     (``tradehall sim start`` can start it later otherwise). The caller holds the data
     folder's lock (the store: SQLite in the folder, or PostgreSQL, whose advisory lock the
-    store takes)."""
+    store takes). ``history_wait_s``: how long a history read waits for the projector
+    (default: the store's ``WAIT_S``)."""
     store = open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
+    if history_wait_s is not None:
+        store.wait_s = history_wait_s
     projector: ProjectorProcess | None = None
     try:
         debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")

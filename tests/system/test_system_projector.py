@@ -1,7 +1,8 @@
-"""The projector as a real child process of `serve`: killed at any moment it is started again
-and continues where the tables stand; a server killed while the projector is behind recovers
-from the tables plus the journal; nothing acknowledged is lost and the audit (the tables
-against a replay of the journal) passes."""
+"""The projector as a real child process of `serve`, and as a process of its own: killed at
+any moment it is started again and continues where the tables stand; a server killed while
+the projector is behind recovers from the tables plus the journal; nothing acknowledged is
+lost and the audit (the tables against a replay of the journal) passes; told to stop, it
+stops."""
 
 from __future__ import annotations
 
@@ -134,3 +135,49 @@ def test_a_killed_projector_is_restarted_and_a_killed_server_loses_nothing(
     finally:
         again.stop()
     audit_passes(data)  # offline too
+
+
+SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
+
+
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has its SIGTERM handler in place (``SigCgt`` in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & SIGTERM_BIT)
+    return False
+
+
+def test_the_projector_exits_on_sigterm_while_it_idles(tmp_path: Path) -> None:
+    """Idle, the projector waits a few milliseconds between looks at the journal; a SIGTERM
+    arriving then ends it (exit status 0). Its handler once set a threading.Event, whose lock
+    the interrupted wait could be holding: the handler then waited for it forever, and the
+    process never exited (seen in tests/system/test_system_read_your_writes.py's runs)."""
+    data = tmp_path / "data"
+    made = subprocess.run(
+        tradehall_command("user", "create", "--data-dir", str(data), "--json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    for _ in range(3):  # at three moments of its idle loop
+        proc = subprocess.Popen(
+            tradehall_command("projector", "--data-dir", str(data)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not catches_sigterm(proc.pid):
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the projector never set its handler"
+                time.sleep(0.01)
+            time.sleep(0.3)  # started: loaded, caught up, idling
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

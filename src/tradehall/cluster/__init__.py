@@ -7,6 +7,13 @@ DEFAULT_SUBJECT = "tradehall"
 DEFAULT_TIMEOUT = 2.0
 """Seconds a gateway waits for the engine's answer (twice, the second time resending the
 same command id) before it answers 503 / -1001."""
+HISTORY_WAIT_S = 1.5
+"""Seconds a history read waits in the engine process for the projector to reach the writes
+before it (then 503 / -1001, "history is catching up"; ``serve`` waits
+``store.journaled.WAIT_S``). Under a gateway's ``DEFAULT_TIMEOUT``: the engine answers a
+message once all its commands are done, so a longer wait would make the gateway give up on
+the read ("the engine is not reachable") and on every command sent with it, a write already
+applied among them."""
 DEFAULT_BATCH_MAX = 128
 """Commands a gateway worker sends the engine in one message at most."""
 DEFAULT_BATCH_DELAY = 0.0

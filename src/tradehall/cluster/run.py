@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 from tradehall import server
 from tradehall.api.app import create_app
 from tradehall.api.http import AppState
+from tradehall.cluster import HISTORY_WAIT_S
 from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.gateway import Gateway
 from tradehall.cluster.gateway_app import gateway_asgi
@@ -85,6 +86,7 @@ def run_engine(
         rate_limits=False,  # clients' limits are the gateways' business
         make_app=make_app,
         with_projector=with_projector,
+        history_wait_s=HISTORY_WAIT_S,
     )
 
 

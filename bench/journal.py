@@ -3,8 +3,9 @@ projector its child process), closed loops of 32 connections give
 
 - signed durable placements per second against the same server's ``GET /sapi/v1/ping`` per
   second (the ratio is what carries from machine to machine);
-- while the placements run: the projector's lag behind the journal (records, sampled every
-  50 ms from ``GET /admin/v1/status``) and the latency of history reads
+- while the placements run: the engine's commit (append) latency, mean, from ``/metrics``
+  (the projector at full speed beside it), the projector's lag behind the journal (records,
+  sampled every 50 ms from ``GET /admin/v1/status``) and the latency of history reads
   (``GET /sapi/v3/historyOrders`` of one account, 20 a second);
 - after the load stops: how long the projector takes to catch up, and its CPU per record
   and per row (``/proc`` of the child; rows from the tables' growth).
@@ -98,6 +99,29 @@ class Watcher(threading.Thread):
             self.stop.wait(self.spec.sample_s)
 
 
+def commit_figures(url: str, token: str) -> dict[str, float]:
+    """The sums and counts of the commit histograms on ``/metrics`` (the engine's appends,
+    with the projector running beside them)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        text = answer.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("tradehall_commit_duration_seconds", "tradehall_commit_sync_seconds"):
+            for part in ("_sum", "_count"):
+                if line.startswith(name + part + " "):
+                    out[name + part] = float(line.split()[1])
+    return out
+
+
+def mean_ms(before: dict[str, float], after: dict[str, float], name: str) -> float | None:
+    count = after.get(name + "_count", 0.0) - before.get(name + "_count", 0.0)
+    total = after.get(name + "_sum", 0.0) - before.get(name + "_sum", 0.0)
+    return total / count * 1000 if count else None
+
+
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -116,7 +140,9 @@ def one_round(spec: JournalSpec, work: Path) -> dict[str, Any]:
         cpu_before = child_cpu_seconds(target["pid"])
         watcher = Watcher(url, token, accounts[0], spec)
         watcher.start()
+        commits_before = commit_figures(url, token)
         place = loadgen("place", target, wire, NO_PINNING, work, accounts, open_loop=False)
+        commits_after = commit_figures(url, token)
         watcher.stop.set()
         watcher.join()
         out: dict[str, Any] = {
@@ -126,6 +152,12 @@ def one_round(spec: JournalSpec, work: Path) -> dict[str, Any]:
             "place_errors": place["closed"].get("errors"),
         }
         out["ratio"] = out["place_per_s"] / out["ping_per_s"]
+        out["commit_mean_ms"] = mean_ms(
+            commits_before, commits_after, "tradehall_commit_duration_seconds"
+        )
+        out["commit_sync_mean_ms"] = mean_ms(
+            commits_before, commits_after, "tradehall_commit_sync_seconds"
+        )
         if before is None:
             return out
         stopped = time.perf_counter()

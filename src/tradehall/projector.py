@@ -37,7 +37,11 @@ log = logging.getLogger("tradehall.projector")
 CHUNK = 256
 """Journal records projected per transaction at most (each record is a whole group commit)."""
 IDLE_S = 0.002
-"""How long the projector sleeps when it has caught up before it looks again."""
+IDLE_MAX_S = 0.02
+"""When it has caught up, the projector looks again after ``IDLE_S``, twice as long after each
+look that found nothing, up to ``IDLE_MAX_S``: under load it follows within milliseconds, and
+an idle one does not take a core's share from the engine beside it by reading the journal
+500 times a second (measured: /ping 31,000 -> 25,000 per second on 2 cores with 2 ms)."""
 
 
 class SignalStop:
@@ -137,12 +141,16 @@ class Projector:
         """Project until ``stopping()`` (then catch up and return), or the parent process
         (``parent``) is gone. ``stopping`` is polled: a signal handler only sets a flag (one
         that set a ``threading.Event`` while this thread waited on it would deadlock)."""
+        idle = IDLE_S
         while not stopping():
             if parent is not None and os.getppid() != parent:
                 log.warning("the engine process is gone: catching up, then stopping")
                 break
-            if not self.step():
-                time.sleep(IDLE_S)
+            if self.step():
+                idle = IDLE_S
+            else:
+                time.sleep(idle)
+                idle = min(idle * 2, IDLE_MAX_S)
         self.catch_up()
 
 

@@ -21,7 +21,8 @@ insurance fund funded, the admin trail of all that, klines. Then it records what
 answered about that venue (``facts.json``: every user's balances, open orders and history,
 with the keys that read them), stops the server gracefully, exports the store with the old
 release's `db export` (``export.jsonl``), vacuums it with its `db vacuum`, checkpoints the
-WAL, and keeps ``tradehall.db`` and ``secret.key`` (the key that sealed the API secrets).
+WAL, and keeps ``tradehall.db`` as SQL text (``tradehall.sql``: no database file is kept in
+git; the tests rebuild it) and ``secret.key`` (the key that sealed the API secrets).
 """
 
 from __future__ import annotations
@@ -208,9 +209,18 @@ def main(out: Path) -> None:
         db.close()
         if (data / "tradehall.db-wal").exists() and (data / "tradehall.db-wal").stat().st_size:
             raise SystemExit("the WAL file was not checkpointed")
-        shutil.copyfile(data / "tradehall.db", out / "tradehall.db")
+        db = sqlite3.connect(data / "tradehall.db")
+        mode = db.execute("PRAGMA auto_vacuum").fetchone()[0]
+        dump = [HEADER, f"PRAGMA auto_vacuum={mode};", *db.iterdump()]
+        db.close()
+        (out / "tradehall.sql").write_text("\n".join(dump) + "\n")
         shutil.copyfile(data / "secret.key", out / "secret.key")
         (out / "facts.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+
+
+HEADER = (
+    "-- The previous release's tradehall.db (schema version 8) as SQL text: tests rebuild the file."
+)
 
 
 if __name__ == "__main__":

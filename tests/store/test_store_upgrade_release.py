@@ -2,7 +2,8 @@
 journal) to the journal layout, with `tradehall db upgrade` or by `tradehall serve` itself.
 
 The fixture (tests/store/data/release-410891b, made by tests/release_fixture.py with that
-release's code; its README says how) is that release's data folder: its ``tradehall.db`` and
+release's code; its README says how) is that release's data folder: its ``tradehall.db`` (kept
+as SQL text, ``tradehall.sql``, rebuilt into the file here) and
 the ``secret.key`` that sealed its API secrets, and ``facts.json``, what its server answered
 about the venue (balances, open orders and history of every user, the margin account, futures
 positions and orders, the admin trail, klines), with the API keys that read it. Here this
@@ -64,15 +65,18 @@ def cli(*args: str) -> Any:
 def old_folder(path: Path) -> Path:
     """A copy of the previous release's data folder (as an operator's: 0700, key 0600)."""
     path.mkdir(mode=0o700, parents=True)
-    shutil.copyfile(FIXTURE / "tradehall.db", path / "tradehall.db")
+    db = sqlite3.connect(path / "tradehall.db")
+    try:
+        db.executescript((FIXTURE / "tradehall.sql").read_text("utf-8"))
+    finally:
+        db.close()
     shutil.copyfile(FIXTURE / "secret.key", path / "secret.key")
     (path / "secret.key").chmod(0o600)
     return path
 
 
 def release_rows(tmp_path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """The fixture's rows, read from a copy (SQLite would leave its WAL files beside the
-    fixture, even reading)."""
+    """The fixture's rows, read from a folder rebuilt from it."""
     return table_rows(SQLITE, old_folder(tmp_path / "release"))
 
 

@@ -103,6 +103,9 @@ class Exchange:
         self.journaling = isinstance(store, JournaledStore)
         """Record what is applied in the journal (the engine process); otherwise write rows
         (the projector, and stores without a journal)."""
+        self.writes_rows = not self.journaling
+        """Batches carry every row (the ledger's too): where they are written as rows (the
+        projector; an offline command that projects its own records)."""
         self.projected = 0
         """The last journal record the store's tables held when this exchange was loaded."""
         self.keep_changes = False
@@ -250,7 +253,7 @@ class Exchange:
         events = result.events
         if events:
             pending = self.pending
-            pending.add_events(events, cmd.ts)
+            pending.add_events(events, cmd.ts, self.writes_rows)
             versions = self.book_versions
             keep = self.keep_changes
             for event in events:

@@ -268,4 +268,5 @@ def open_exchange(
     if inline:
         store.projected_seen()
         store.rows_inline = True  # the tables hold the head: each commit writes its rows
+        exchange.writes_rows = True
     return exchange

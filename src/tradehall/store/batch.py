@@ -167,16 +167,20 @@ class Batch:
         out.update(contract for _, _, contract, _ in self.futures)
         return out
 
-    def add_events(self, events: list[Event], ts: int) -> None:
-        ledger = self.ledger
+    def add_events(self, events: list[Event], ts: int, ledger_rows: bool = True) -> None:
+        """Stage ``events``' changes; the ledger entries only with ``ledger_rows`` (an
+        exchange whose batches go to the journal alone writes no rows, and nothing else
+        reads them)."""
+        ledger = self.ledger if ledger_rows else None
         balances = self.balances
         for event in events:
             if type(event) is BalanceChanged:  # most events: every balance change
                 account = event.account
                 asset = event.asset
-                ledger.append(
-                    (account, asset, event.d_free, event.d_locked, event.reason, event.ref, ts)
-                )
+                if ledger is not None:
+                    ledger.append(
+                        (account, asset, event.d_free, event.d_locked, event.reason, event.ref, ts)
+                    )
                 balances[account, asset] = (event.free, event.locked)
             elif type(event) is OrderChanged:
                 order = event.order

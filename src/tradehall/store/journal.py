@@ -18,6 +18,7 @@ them; PostgreSQL keeps it in a table of the same database.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from time import perf_counter
 from typing import Any
 
 import msgspec
@@ -203,8 +204,6 @@ class Journal:
     def append(self, seq: int, epoch: int, time: int, fmt: int, body: bytes) -> None:
         """One record, durable when this returns (the store's commit syncs). Fails (and the
         caller stops) if ``seq`` is already taken."""
-        from time import perf_counter
-
         with self.db._failing("journal append"):
             conn = self.db._write_conn()
             with self.db._transaction(conn):

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -501,37 +503,87 @@ def engine(
             help="Start no projector child: `tradehall projector` runs elsewhere (PostgreSQL).",
         ),
     ] = False,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="High availability (PostgreSQL): follow the journal as a standby and lead"
+            " when no other engine does (docs/deployment.md).",
+        ),
+    ] = False,
+    node: Annotated[
+        str | None,
+        typer.Option(help="This engine's name in the HA status (default: host:pid)."),
+    ] = None,
     log_format: LogFormatOpt = "text",
     access_log: AccessLogOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the engine process of the scale-out topology: clients reach it through
     `tradehall gateway` processes over NATS (docs/deployment.md). Its admin listener serves
-    /healthz, /readyz and /metrics too."""
+    /healthz, /readyz and /metrics too. With --standby (any number of engines on one
+    PostgreSQL database): one leads, the others follow and take over when it is gone."""
     from tradehall.cluster.run import run_engine
+    from tradehall.cluster.standby import Role, StandbyStart, Stopped, default_node
+    from tradehall.projector import SignalStop
 
     logs.configure(log_format, access_log)
+    role = Role(node or default_node()) if standby else None
 
-    _run_server(
-        config,
-        data_dir,
-        database,
-        as_json,
-        lambda cfg, datadir: run_engine(
-            _with_histories(cfg, sim or cfg.simulation.enabled),
-            datadir,
-            "127.0.0.1",
-            admin_port,
-            nats_url=nats_url,
-            subject=subject,
-            demo=demo,
-            simulate=sim or cfg.simulation.enabled,
-            announce=lambda url, info: _announce(
-                url, datadir, info, as_json, sim or cfg.simulation.enabled, role="engine"
-            ),
-            with_projector=not no_projector,
-        ),
-    )
+    def start(cfg: Config, datadir: DataDir) -> None:
+        simulate = sim or cfg.simulation.enabled
+        ha: StandbyStart | None = None
+        if role is not None:
+            if not cfg.server.database:
+                raise CliError("--standby needs PostgreSQL (--database): SQLite has no HA")
+            stop = SignalStop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, stop.set)
+            ha = StandbyStart(role, lambda: _announce_standby(role, datadir, as_json), stop.is_set)
+        try:
+            run_engine(
+                _with_histories(cfg, simulate),
+                datadir,
+                "127.0.0.1",
+                admin_port,
+                nats_url=nats_url,
+                subject=subject,
+                demo=demo,
+                simulate=simulate,
+                announce=lambda url, info: _announce(
+                    url, datadir, info, as_json, simulate, role="engine", ha=role
+                ),
+                with_projector=not no_projector,
+                standby=ha,
+            )
+        except Stopped:
+            return
+
+    try:
+        _run_server(config, data_dir, database, as_json, start)
+    finally:
+        if role is not None and role.stepped_down is not None:
+            _start_again_as_standby()
+
+
+def _announce_standby(role: Any, datadir: DataDir, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"role": "standby", "node": role.node, "dataDir": str(datadir.path)}))
+    else:
+        typer.echo(
+            f"tradehall {__version__} engine {role.node}: standby, following the journal"
+            " (it leads when no other engine does)"
+        )
+    sys.stdout.flush()
+
+
+def _start_again_as_standby() -> None:
+    """A leader that stepped down starts again, as a standby, in the same process (same pid,
+    same arguments): its memory may hold what it applied but never committed, so it is
+    rebuilt from the store."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "tradehall", *sys.argv[1:]])
 
 
 @app.command()
@@ -548,7 +600,6 @@ def projector(
     """Build the tables (orders, trades, ledger, balances, history) from the journal, until
     stopped (SIGTERM: catch up, then exit). `serve` and `engine` start one as a child; run it
     yourself beside `engine --no-projector` on PostgreSQL (docs/durability.md)."""
-    import signal
 
     from tradehall.projector import Projector, SignalStop
     from tradehall.store.factory import open_journal, open_projections
@@ -572,6 +623,7 @@ def projector(
         )
         try:
             with only:
+                _wait_for_projector_lock(projections, stop)
                 worker = Projector(cfg, projections, journal, datadir.secret_box())
                 worker.run(stop.is_set, parent)
         finally:
@@ -585,10 +637,27 @@ def projector(
         _fail(exc, False)
 
 
+def _wait_for_projector_lock(projections: Any, stop: Any) -> None:
+    """PostgreSQL: one projector per database. Another one still running (the child of an
+    engine that stopped leading, finishing its catch-up) is waited for, not raced."""
+    try_lead = getattr(projections, "try_lead", None)
+    if try_lead is None:
+        return
+    told = False
+    while not try_lead():
+        if stop.is_set():
+            raise typer.Exit(0)
+        if not told:
+            logging.getLogger("tradehall.projector").warning(
+                "another projector holds this database: waiting for it to stop"
+            )
+            told = True
+        time.sleep(0.5)
+
+
 def _die_with_parent() -> None:
     """Linux: SIGTERM this process when its parent dies (the loop also checks)."""
     import ctypes
-    import signal
 
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -726,12 +795,18 @@ def _announce(
     as_json: bool,
     simulate: bool = False,
     role: str = "",
+    ha: Any = None,
 ) -> None:
     if as_json:
-        typer.echo(json.dumps({"url": url, "dataDir": str(datadir.path), "demo": demo}))
+        out: dict[str, Any] = {"url": url, "dataDir": str(datadir.path), "demo": demo}
+        if ha is not None:
+            out.update(role="leader", node=ha.node, epoch=ha.epoch)
+        typer.echo(json.dumps(out))
     else:
         where = "engine, admin API on" if role == "engine" else "listening on"
         typer.echo(f"tradehall {__version__} {where} {url} (data folder: {datadir.path})")
+        if ha is not None:
+            typer.echo(f"engine {ha.node} leads (epoch {ha.epoch})")
         if demo:
             typer.echo(f"demo account: user {demo['userId']}")
             typer.echo(f"  API key:    {demo['apiKey']}")

@@ -31,7 +31,7 @@ from tradehall.secretbox import SecretBox
 from tradehall.selfservice_state import SelfServiceBook
 from tradehall.store.base import Store, StoreError, collector_paused
 from tradehall.store.batch import ACCRUED_HOUR, PROJECTED, AdminLogRow, Batch, KeyRow, UserRow
-from tradehall.store.journal import Entry, StateNoted
+from tradehall.store.journal import CommandIds, Entry, StateHashed, StateNoted
 from tradehall.store.journaled import JournaledStore
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -108,6 +108,8 @@ class Exchange:
         projector; an offline command that projects its own records)."""
         self.projected = 0
         """The last journal record the store's tables held when this exchange was loaded."""
+        self.replayed = 0
+        """The last journal record this exchange applied (recovery, a standby following)."""
         self.keep_changes = False
         """Keep each batch's order and futures changes in order (``Batch.changes``) for the
         streams; set while a stream hub listens to commits."""
@@ -125,6 +127,10 @@ class Exchange:
         """Counts for ``/metrics``, kept where the events already pass."""
         self.selfservice = SelfServiceBook(config.sandbox.key_expiry_s * 1000)
         """The self-service accounts (``[sandbox]``): their keys' last use, their faucet."""
+        self.hash_every = 0
+        """Record the engine's state hash in every this many journal records (0: never): a
+        leader followed by standbys (``tradehall.cluster.standby``)."""
+        self._unhashed = 0
 
     # ----------------------------------------------------------------- recovery
 
@@ -139,6 +145,7 @@ class Exchange:
         symbols = [*pairs, *self.config.markets.contracts]
         snap = self.store.load(symbols, {i.name: keep_for(i) for i in INTERVALS})
         self.projected = snap.engine_state.get(PROJECTED, 0)
+        self.replayed = self.projected
         for user in snap.users:
             self.users[user.id] = user
         for stored in snap.keys:
@@ -208,6 +215,8 @@ class Exchange:
                 self.selfservice.restore({noted.name: noted.value}, self.keys)
             elif kind is AdminLogRow:
                 self.pending.admin_log.append(entry)  # type: ignore[arg-type]
+            elif kind is CommandIds or kind is StateHashed:
+                continue  # what the record says of itself (read by a standby)
             else:
                 try:
                     self.apply(entry)  # type: ignore[arg-type]
@@ -216,6 +225,7 @@ class Exchange:
                         f"replaying journal record {seq} diverged: {type(entry).__name__}"
                         f" was refused ({exc.msg})"
                     ) from exc
+        self.replayed = seq
 
     # ----------------------------------------------------------------- state changes
 
@@ -372,6 +382,11 @@ class Exchange:
         if self._bars_changed:
             self._bars_changed = False
             batch.add_bars(self.marketdata.take_changed_bars())
+        if self.hash_every and batch.entries:
+            self._unhashed += 1
+            if self._unhashed >= self.hash_every:
+                self._unhashed = 0
+                batch.entries.append(StateHashed(self.engine.state_hash()))
         self.pending = Batch()
         return batch
 

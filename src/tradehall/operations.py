@@ -681,6 +681,7 @@ def status(ex: Exchange) -> dict[str, Any]:
         "writable": ex.failure is None,
         "failure": ex.failure,
         **({"journal": journal_status(ex.store)} if isinstance(ex.store, JournaledStore) else {}),
+        **ha_view(ex),
     }
 
 
@@ -697,6 +698,17 @@ def journal_status(store: JournaledStore) -> dict[str, Any]:
             {"running": child.alive(), "restarts": child.restarts} if child is not None else None
         ),
     }
+
+
+def ha_view(ex: Exchange) -> dict[str, Any]:
+    """The HA engine's view (``engine --standby``), or nothing."""
+    store = ex.store
+    role = getattr(store, "ha", None)
+    if role is None:
+        return {}
+    from tradehall.cluster.standby import ha_status
+
+    return {"ha": ha_status(role, store.head)}  # type: ignore[attr-defined]
 
 
 def topup_tx(tx_id: str, n: int) -> str:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -31,6 +31,10 @@ from tradehall.store.factory import open_store, store_identity
 from tradehall.store.journaled import JournaledStore
 from tradehall.stream.log_filters import quiet_invalid_utf8
 
+if TYPE_CHECKING:
+    from tradehall.cluster.standby import Role
+    from tradehall.secretbox import SecretBox
+
 log = logging.getLogger("tradehall.server")
 
 
@@ -40,6 +44,14 @@ class ListenError(Exception):
 
 class StartError(Exception):
     """The app did not start (its lifespan's start-up failed; the log says why)."""
+
+
+class Standby(Protocol):
+    """How an HA engine comes to lead (``cluster.standby``)."""
+
+    role: Role
+
+    def lead(self, cfg: Config, store: JournaledStore, secret_box: SecretBox) -> Exchange: ...
 
 
 AppFactory = Callable[[Exchange, str, LimitSettings], ASGIApp]
@@ -213,12 +225,14 @@ def run(
     make_app: AppFactory | None = None,
     with_projector: bool = True,
     history_wait_s: float | None = None,
+    standby: Standby | None = None,
 ) -> None:
     """Serve until signalled; with ``simulate`` the market simulation starts with the server
     (``tradehall sim start`` can start it later otherwise). The caller holds the data
     folder's lock (the store: SQLite in the folder, or PostgreSQL, whose advisory lock the
     store takes). ``history_wait_s``: how long a history read waits for the projector
-    (default: the store's ``WAIT_S``)."""
+    (default: the store's ``WAIT_S``). ``standby``: an HA engine, which follows the journal
+    as a standby until it leads (``cluster.standby``), instead of recovering at once."""
     store = open_store(cfg.server.database, datadir.path, synchronous=cfg.server.sqlite_synchronous)
     if history_wait_s is not None:
         store.wait_s = history_wait_s
@@ -226,9 +240,12 @@ def run(
     try:
         debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")
         with collector_paused():
-            exchange = open_exchange(
-                cfg, store, datadir.secret_box(), inline=False, check_invariants=debug
-            )
+            if standby is not None:
+                exchange = standby.lead(cfg, store, datadir.secret_box())
+            else:
+                exchange = open_exchange(
+                    cfg, store, datadir.secret_box(), inline=False, check_invariants=debug
+                )
             gc.freeze()  # see recover_for_serving
         exchange.commit_now()  # secrets found in clear (older stores) are sealed at once
         if with_projector:
@@ -260,6 +277,8 @@ def run(
                 on_exit=drain_hook(app),
                 drain_s=cfg.server.drain_s,
             )
+            if standby is not None:
+                standby.role.stop_server = lambda: setattr(server, "should_exit", True)
             # A signal from now on means a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, server.handle_exit)

@@ -19,7 +19,7 @@ from tradehall.exchange import Exchange
 from tradehall.projector import Projector
 from tradehall.store.base import ProjectionMoved, StoreError
 from tradehall.store.batch import AdminLogRow, Batch, KeyRow, UserRow
-from tradehall.store.journal import JSON, MSGPACK, Entry, StateNoted, decode, encode
+from tradehall.store.journal import JSON, MSGPACK, Entry, Fenced, StateNoted, decode, encode
 from tradehall.store.journaled import JournaledStore, ProjectionBehind
 
 
@@ -47,21 +47,28 @@ def test_a_damaged_record_is_refused_naming_the_problem() -> None:
 
 
 def test_two_writers_can_never_both_append_the_same_record(tmp_path: Path) -> None:
-    """The sequence number is the journal's primary key: the fence a second engine meets."""
+    """The two fences a second engine meets: the sequence number is the journal's primary
+    key, and an append succeeds only while the epoch it was claimed in is the latest."""
     first, second = (
         journaled_store(tmp_path / "tradehall.db"),
         journaled_store(tmp_path / "tradehall.db"),
     )
-    for store in (first, second):
-        store.migrate()
-        store.start_appending()
+    first.migrate()
+    first.start_appending()
     batch = Batch(entries=[Deposit(1, 1, "USDT", 5, "a")])
     first.commit(batch)
     assert batch.journal_seq == 1
+    second.migrate()
+    second.start_appending()  # claims a later epoch: the first engine is fenced off
+    assert second.epoch == first.epoch + 1 and second.head == 1
+    with pytest.raises(Fenced, match="no longer leads"):
+        first.commit(Batch(entries=[Deposit(1, 1, "USDT", 5, "b")]))
+    second.commit(Batch(entries=[Deposit(1, 1, "USDT", 5, "c")]))
+    second.head = 1  # as if it had missed record 2
     with pytest.raises(StoreError, match="journal append failed"):
-        second.commit(Batch(entries=[Deposit(1, 1, "USDT", 5, "b")]))
+        second.commit(Batch(entries=[Deposit(1, 1, "USDT", 5, "d")]))
     epochs = sqlite3.connect(tmp_path / "journal.db").execute("SELECT seq, epoch FROM journal")
-    assert epochs.fetchall() == [(1, first.epoch)] and second.epoch == first.epoch + 1
+    assert epochs.fetchall() == [(1, first.epoch), (2, second.epoch)]
     first.close()
     second.close()
 

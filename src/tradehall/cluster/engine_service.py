@@ -18,6 +18,7 @@ import functools
 import gc
 import logging
 import os
+import time
 import types
 from collections.abc import Callable, Coroutine, Generator, Iterable
 from time import perf_counter
@@ -60,6 +61,13 @@ from tradehall.cluster.protocol import (
     decode_commands,
     decode_report,
     encode,
+)
+from tradehall.cluster.standby import (
+    HEARTBEAT_S,
+    NATS_GRACE_S,
+    RecentCommands,
+    Role,
+    leader_heartbeat,
 )
 from tradehall.codes import Code
 from tradehall.exchange import ApiKey
@@ -274,8 +282,16 @@ class EngineService(Service):
         namespace: str | None = None,
         window: int = DEFAULT_WINDOW,
         clock: Callable[[], int] = wall_clock_ms,
+        role: Role | None = None,
+        recent: RecentCommands | None = None,
     ) -> None:
         self.state = state
+        self.role = role
+        """An HA engine's standing (``--standby``): it answers only while it leads and its
+        lease holds."""
+        self.recent = role.recent if role is not None else recent
+        """The ids of the commands committed lately, from the journal: a resend of a command
+        first sent before this engine started is applied only if it was never committed."""
         self.url = url
         self.subject = subject
         self.namespace = (
@@ -297,6 +313,7 @@ class EngineService(Service):
         """The number of the latest ``MarketNote`` published."""
         self._reset_sent = False
         self._watcher: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
         self.gateways = GatewayRegistry()
         """The gateways heard from lately (the operator's view)."""
         self._open: set[asyncio.Future[list[Answered]]] = set()
@@ -330,6 +347,8 @@ class EngineService(Service):
         self.state.gateways = self.gateways
         self.state.committer.listeners.append(self._on_commit)
         self._watcher = asyncio.get_running_loop().create_task(self._watch_failure())
+        if self.role is not None:
+            self._keeper = asyncio.get_running_loop().create_task(self._keep_lease(self.role))
         await self.nc.publish(f"{self.subject}.keys.reset", b"")
         await self.nc.flush()
 
@@ -339,6 +358,8 @@ class EngineService(Service):
         NATS."""
         if self._watcher is not None:
             self._watcher.cancel()
+        if self._keeper is not None:
+            self._keeper.cancel()
         nc = self.nc
         if nc is None:
             return
@@ -384,6 +405,8 @@ class EngineService(Service):
         commit, a callback on it finishes the handlers and answers them all (no task, no
         ``asyncio.wait``: this runs for every message); otherwise one task per message
         waits for what they wait for (and for the first answers of resent ids)."""
+        if self.role is not None and not self._leads(self.role):
+            return  # another engine may lead: the gateway hears from it, or resends to it
         try:
             batch = decode_commands(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -426,6 +449,12 @@ class EngineService(Service):
         slots, waiting, ids = work.slots, work.waiting, work.ids
         answers = self._answers
         stale = batch.attempt > 1 and batch.first_sent < self.started
+        if stale:
+            recent = self.recent
+            if recent is not None and batch.first_sent >= recent.since:
+                self._begin_known(batch, work, recent.ids)
+                return
+        exchange = self.state.exchange
         for index, fwd in enumerate(batch.commands):
             command_id = fwd.id
             known = answers.get(command_id)
@@ -448,6 +477,8 @@ class EngineService(Service):
                 slots.append(started)
                 continue
             handler, scope = cast(tuple[_Handler, Scope], started)
+            pending = exchange.pending
+            staged = len(pending.entries)
             try:
                 step = handler.send(None)
             except StopIteration as stop:
@@ -456,6 +487,9 @@ class EngineService(Service):
             except Exception as exc:
                 slots.append(self._failure(exc, scope))
                 continue
+            finally:
+                if len(pending.entries) != staged:
+                    pending.command_ids.append(command_id)  # the journal records it
             if isinstance(step, asyncio.Future):
                 # What a task does with a future it is handed: the next command may await
                 # the same one (the commit), which asyncio refuses while the flag is set.
@@ -463,6 +497,42 @@ class EngineService(Service):
             slots.append(None)
             waiting.append((index, handler, step, scope))
         self.executed += len(ids)
+
+    def _begin_known(self, batch: Commands, work: _Work, committed: dict[str, int]) -> None:
+        """A resend of commands first sent before this engine led: each one the journal
+        says was committed gets the outcome-unknown answer (it was applied once, by the
+        engine that led then, whose answer was lost); the others were never committed (that
+        engine is fenced off) and are run now, for the first time. Not applying what the
+        journal holds, and the fence, make it exactly once."""
+        fresh: list[Forwarded] = []
+        places: list[int] = []
+        for index, fwd in enumerate(batch.commands):
+            seq = committed.get(fwd.id)
+            if seq is None:
+                fresh.append(fwd)
+                places.append(index)
+        if fresh:
+            self._begin_all(Commands(fresh, batch.first_sent, 1), work)
+        answers = list(work.slots)
+        waiting = [(places[i], handler, step, scope) for i, handler, step, scope in work.waiting]
+        copies = [(places[i], done, at) for i, done, at in work.copies]
+        work.slots = [None] * len(batch.commands)
+        for at, answer in zip(places, answers, strict=True):
+            work.slots[at] = answer
+        work.waiting, work.copies = waiting, copies
+        work.ids = [(command_id, places[i]) for command_id, i in work.ids]
+        for index, fwd in enumerate(batch.commands):
+            seq = committed.get(fwd.id)
+            if seq is not None:
+                self.duplicates += 1
+                error = ApiError(
+                    Code.INTERNAL,
+                    f"this request was applied (journal record {seq}) by the engine that led"
+                    " before this one, which stopped before answering: its answer is lost"
+                    " (look the order up, by clientOrderId, rather than send it again)",
+                    status=503,
+                )
+                work.slots[index] = answered(failure_response(self.state, error, {}))
 
     def _rendered(self, result: Any, scope: Scope) -> Answered:
         """A handler's result as its answer (what ``endpoint`` makes of it in ``serve``)."""
@@ -679,6 +749,48 @@ class EngineService(Service):
         except Exception as exc:  # NATS is away: the gateway times out and resends
             log.warning("could not answer a command: %s", exc)
 
+    # ------------------------------------------------------------- leadership (HA)
+
+    def _leads(self, role: Role) -> bool:
+        """Whether this engine may answer: it leads and its lease holds. A lease that lapsed
+        (the process was frozen, its store unreachable) means another engine may lead now:
+        it steps down."""
+        if not role.leading:
+            return False
+        if role.lease_valid():
+            return True
+        role.step_down("its lease lapsed (the process was stalled or frozen)")
+        return False
+
+    async def _keep_lease(self, role: Role) -> None:
+        """Renew the lease while leading; step down when it cannot be, when the store failed,
+        or when NATS has been unreachable for ``NATS_GRACE_S``."""
+        exchange = self.state.exchange
+        committer = self.state.committer
+        cut_off: float | None = None
+        while role.leading:
+            await asyncio.sleep(HEARTBEAT_S)
+            if not self._leads(role):
+                return
+            if exchange.failure is not None:
+                role.step_down(f"its store failed: {exchange.failure}")
+                return
+            asked = time.monotonic()
+            try:
+                await committer.on_writer(leader_heartbeat, exchange.store, role)
+            except Exception as exc:
+                role.step_down(f"its lease could not be renewed: {exc}")
+                return
+            role.renewed = max(role.renewed, asked)
+            nc = self.nc
+            if nc is not None and nc.is_connected:
+                cut_off = None
+            elif cut_off is None:
+                cut_off = time.monotonic()
+            elif time.monotonic() - cut_off >= NATS_GRACE_S:
+                role.step_down(f"NATS unreachable for {NATS_GRACE_S:.0f} s")
+                return
+
     # ------------------------------------------------------------- health
 
     async def _reconnected(self) -> None:
@@ -690,6 +802,8 @@ class EngineService(Service):
 
     async def _on_health(self, msg: Msg) -> None:
         """A gateway's readiness probe: nothing when this process can serve, else why not."""
+        if self.role is not None and not self._leads(self.role):
+            return
         reason = await self.state.not_ready()
         await self._respond(msg, (reason or "").encode())
 
@@ -709,9 +823,13 @@ class EngineService(Service):
         return encode(KeySet([KeyInfo.of(key.row) for key in keys], self.namespace))
 
     async def _on_keys(self, msg: Msg) -> None:
+        if self.role is not None and not self._leads(self.role):
+            return
         await self._respond(msg, self._key_set(self.state.exchange.keys.values()))
 
     def _on_commit(self, batch: Batch) -> None:
+        if self.role is not None:
+            self.role.renewed = time.monotonic()  # a commit is a statement on the session
         if self.nc is None:
             return
         # Numbered, so that a gateway can tell it heard every one, and so that a reply

@@ -28,10 +28,12 @@ from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.gateway import Gateway
 from tradehall.cluster.gateway_app import gateway_asgi
 from tradehall.cluster.link import check_reachable
+from tradehall.cluster.standby import StandbyStart, recent_commands
 from tradehall.cluster.stream_relay import StreamRelay
 from tradehall.config import Config, LimitSettings
 from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
+from tradehall.store.journaled import JournaledStore
 from tradehall.venue import venue_namespace
 
 log = logging.getLogger("tradehall.gateway")
@@ -49,6 +51,7 @@ def run_engine(
     simulate: bool = False,
     announce: Callable[[str, dict[str, Any] | None], None],
     with_projector: bool = True,
+    standby: StandbyStart | None = None,
 ) -> None:
     """With ``simulate`` the market simulation runs in the engine process (its participants
     trade through ``Exchange.apply``, as in ``serve``; ``tradehall sim`` drives it through the
@@ -60,7 +63,14 @@ def run_engine(
         assert state.hub is not None
         relay = StreamRelay(state.hub, subject)
         namespace = venue_namespace(cfg.limits, state.exchange.store)
-        engine = EngineService(state, nats_url, subject, namespace=namespace)
+        role = standby.role if standby is not None else None
+        store = state.exchange.store
+        recent = None
+        if role is None and isinstance(store, JournaledStore):
+            recent = recent_commands(store, store.head)  # a restart's resends: once, at most
+        engine = EngineService(
+            state, nats_url, subject, namespace=namespace, role=role, recent=recent
+        )
         # The relay listens first: gateways restate their interest when the engine announces itself.
         async with relay.running(nats_url), engine.running():
             yield
@@ -87,6 +97,7 @@ def run_engine(
         make_app=make_app,
         with_projector=with_projector,
         history_wait_s=HISTORY_WAIT_S,
+        standby=standby,
     )
 
 

@@ -154,6 +154,8 @@ class ExchangeCollector(Collector):
                     "Times the projector process exited and was started again.",
                     value=child.restarts,
                 )
+            if store.ha is not None:
+                yield from _ha_metrics(store)
         yield from self._books(ex)
         markets = ex.config.markets
         trades = CounterMetricFamily(
@@ -346,3 +348,22 @@ class SimulationCollector(Collector):
         for kind in FAULT_KINDS:
             family.add_metric([kind], injected.get(kind, 0))
         yield family
+
+
+def _ha_metrics(store: JournaledStore) -> Iterator[Metric]:
+    """An HA leader's view (``engine --standby``): its epoch, the live standbys, their lag."""
+    from tradehall.cluster.standby import ha_status
+
+    view = ha_status(store.ha, store.head)
+    yield _gauge("tradehall_ha_leader", "1 while this engine leads.", 1 if view["leading"] else 0)
+    yield _gauge("tradehall_ha_epoch", "The epoch this engine leads in.", view["epoch"])
+    yield _gauge("tradehall_ha_standbys", "Standby engines that reported lately.", view["standbys"])
+    lag = GaugeMetricFamily(
+        "tradehall_ha_standby_lag",
+        "Journal records a standby has still to replay.",
+        labels=["node"],
+    )
+    for engine in view["engines"]:
+        if engine["role"] == "standby":
+            lag.add_metric([engine["node"]], engine["lag"])
+    yield lag

@@ -116,6 +116,9 @@ class Batch:
     entries: list[object] = field(default_factory=list)
     """What the journal records of this batch (``store.journal``): the commands applied and
     the changes made beside the engine, in order. Empty when the exchange writes rows."""
+    command_ids: list[str] = field(default_factory=list)
+    """The ids of the gateways' commands whose changes the batch holds (the journal records
+    them: ``CommandIds``)."""
     journal_seq: int = 0
     """The journal record this batch was committed as (set by the commit)."""
     projects: tuple[int, int] | None = None

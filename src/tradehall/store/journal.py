@@ -42,10 +42,26 @@ class StateNoted(msgspec.Struct, frozen=True, gc=False):
     value: int
 
 
+class CommandIds(msgspec.Struct, frozen=True, gc=False):
+    """The ids of the gateways' commands whose changes the record holds: a leader that takes
+    over knows which resent commands its predecessor committed (applied once, never twice)."""
+
+    ids: list[str]
+
+
+class StateHashed(msgspec.Struct, frozen=True, gc=False):
+    """The engine's state hash after the record's other entries (every ``HASH_EVERY``
+    records): a standby that replays the record checks that it reached the same state."""
+
+    digest: str
+
+
 Record = UserRow | KeyRow | AdminLogRow | StateNoted
 """Changes made beside the engine: a new user, an API key written (created or revoked, its
 secret sealed as the store keeps it), an admin action's trail entry, a named integer."""
-Entry = c.Command | Record
+Marker = CommandIds | StateHashed
+"""What a record says about itself (replaying applies nothing for them)."""
+Entry = c.Command | Record | Marker
 
 KINDS: tuple[type[Any], ...] = (
     c.PlaceOrder,
@@ -72,6 +88,8 @@ KINDS: tuple[type[Any], ...] = (
     KeyRow,
     AdminLogRow,
     StateNoted,
+    CommandIds,
+    StateHashed,
 )
 """Every entry type, by its number in a record. Append only: a number, once used, keeps its
 meaning (older journals are read by later releases)."""
@@ -107,6 +125,11 @@ def decode(body: bytes, fmt: int = MSGPACK) -> list[Entry]:
         return [decoders[kind].decode(raw) for kind, raw in outer.decode(body)]
     except (msgspec.DecodeError, msgspec.ValidationError, IndexError) as exc:
         raise StoreError(f"a journal record could not be read: {exc}") from exc
+
+
+class Fenced(StoreError):
+    """An append refused because another engine has claimed a later epoch since this one
+    claimed its own: this engine no longer leads, and must never acknowledge a write again."""
 
 
 class JournalRecord(msgspec.Struct, frozen=True, gc=False):
@@ -155,11 +178,13 @@ class Journal:
         with self.db._failing("looking for the journal"):
             return self.db._exists(self.db._write_conn(), "journal")
 
-    def head(self) -> int:
-        """The highest sequence number appended (or the base it starts after), 0 if none."""
-        self.prepare()
+    def head(self, *, reader: bool = False) -> int:
+        """The highest sequence number appended (or the base it starts after), 0 if none.
+        ``reader``: read on a read connection (a standby, which holds no write session)."""
+        if not reader:
+            self.prepare()
         with self.db._failing("reading the journal's head"):
-            conn = self.db._write_conn()
+            conn = self.db._conn() if reader else self.db._write_conn()
             top = conn.execute("SELECT MAX(seq) FROM journal").fetchone()[0]
             return max(int(top or 0), self._meta(conn, "base"))
 
@@ -192,30 +217,51 @@ class Journal:
         )
 
     def next_epoch(self) -> int:
-        """Claim the next epoch (one per engine run): recorded with every append."""
+        """Claim the next epoch (one per engine run, one per leadership): recorded with every
+        append, and the fence: once it is claimed, no append of an earlier epoch succeeds.
+        One statement, an update of the epoch's row: it waits for an append in progress
+        (which holds that row shared) to commit, so every append of the previous epoch is in
+        the journal before the caller reads its head."""
         self.prepare()
         with self.db._failing("claiming an epoch"):
             conn = self.db._write_conn()
             with self.db._transaction(conn):
-                epoch = self._meta(conn, "epoch") + 1
-                self._set_meta(conn, "epoch", epoch)
-            return epoch
+                row = conn.execute(
+                    "INSERT INTO journal_meta (name, value) VALUES ('epoch', 1)"
+                    " ON CONFLICT (name) DO UPDATE SET value = journal_meta.value + 1"
+                    " RETURNING value"
+                ).fetchone()
+            return int(row[0])
+
+    def epoch(self) -> int:
+        """The latest epoch claimed (read on a read connection)."""
+        with self.db._failing("reading the journal's epoch"):
+            return self._meta(self.db._conn(), "epoch")
 
     def append(self, seq: int, epoch: int, time: int, fmt: int, body: bytes) -> None:
         """One record, durable when this returns (the store's commit syncs). Fails (and the
-        caller stops) if ``seq`` is already taken."""
+        caller stops) if ``seq`` is already taken, or with ``Fenced`` if an epoch later than
+        ``epoch`` has been claimed: the insert happens only while the epoch's row still holds
+        ``epoch``, a row it locks shared (PostgreSQL) until the append commits."""
         with self.db._failing("journal append"):
             conn = self.db._write_conn()
             with self.db._transaction(conn):
-                conn.execute(
-                    self._sql(
-                        "INSERT INTO journal (seq, epoch, time, format, body)"
-                        " VALUES (?, ?, ?, ?, ?)"
-                    ),
-                    (seq, epoch, time, fmt, body),
-                )
+                cur = conn.execute(self._append_sql, (seq, epoch, time, fmt, body, epoch))
+                if getattr(cur, "rowcount", 1) == 0:
+                    raise Fenced(
+                        f"this engine's epoch {epoch} is over (another engine claimed a later"
+                        " one): it no longer leads, and commits nothing more"
+                    )
                 written = perf_counter()
             self.last_sync_seconds = perf_counter() - written
+
+    @property
+    def _append_sql(self) -> str:
+        share = " FOR SHARE" if self.db.placeholder != "?" else ""  # SQLite: one writer
+        return self._sql(
+            "INSERT INTO journal (seq, epoch, time, format, body)"
+            " SELECT ?, ?, ?, ?, ? FROM journal_meta WHERE name = 'epoch' AND value = ?" + share
+        )
 
     def read(self, after: int, limit: int = 256) -> list[JournalRecord]:
         """Records with a sequence number above ``after``, ascending, at most ``limit``."""
@@ -237,6 +283,29 @@ class Journal:
             entries = decode(bytes(body), int(fmt))
             out.append(JournalRecord(int(seq), int(epoch), int(time), entries))
         return out
+
+    def since(self, time_ms: int, upto: int) -> Iterator[JournalRecord]:
+        """The records appended from ``time_ms`` on, up to ``upto``, newest first."""
+        while upto > 0:
+            with self.db._failing("reading the journal"):
+                rows = (
+                    self.db._conn()
+                    .execute(
+                        self._sql(
+                            "SELECT seq, epoch, time, format, body FROM journal WHERE seq <= ?"
+                            " ORDER BY seq DESC LIMIT 256"
+                        ),
+                        (upto,),
+                    )
+                    .fetchall()
+                )
+            for seq, epoch, time, fmt, body in rows:
+                if int(time) < time_ms:
+                    return
+                yield JournalRecord(int(seq), int(epoch), int(time), decode(bytes(body), int(fmt)))
+            if len(rows) < 256:
+                return
+            upto = int(rows[-1][0]) - 1
 
     def records(self, after: int, upto: int | None = None) -> Iterator[JournalRecord]:
         """Every record above ``after`` (up to ``upto``), read in chunks."""

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from tradehall.store.base import StoreError, StoreRefused
 from tradehall.store.batch import Batch
-from tradehall.store.journal import Journal, JournalRecord, encode
+from tradehall.store.journal import CommandIds, Journal, JournalRecord, encode
 from tradehall.store.prune import Cutoffs, Keep, Step
 from tradehall.store.sql import SQLStore
 
@@ -70,6 +70,8 @@ class JournaledStore:
         projector process): called after each commit and before each history read."""
         self.projector: Any = None
         """The projector process the engine supervises (``ProjectorProcess``), if any."""
+        self.ha: Any = None
+        """An HA engine's standing (``cluster.standby.Role``), once it leads."""
         self._projected = 0
         self._lock = threading.Lock()
         self.checkpoints = bool(getattr(journal.db, "checkpoints", False))
@@ -109,7 +111,10 @@ class JournaledStore:
             if not self.epoch:  # an offline command claims one only when it writes
                 self.epoch = self.journal.next_epoch()
             seq = self.head + 1
-            fmt, body = encode(batch.entries)  # type: ignore[arg-type]
+            entries: list[Any] = batch.entries
+            if batch.command_ids:
+                entries = [*entries, CommandIds(batch.command_ids)]
+            fmt, body = encode(entries)
             self.journal.append(seq, self.epoch, time.time_ns() // 1_000_000, fmt, body)
             self.head = seq
             batch.journal_seq = seq

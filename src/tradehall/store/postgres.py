@@ -75,6 +75,8 @@ class PostgresStore(SQLStore[PgConnection]):
         self.schema: str | None = None
         self._writer: PgConnection | None = None
         self._writer_lock = threading.Lock()
+        self._candidate: PgConnection | None = None
+        """A standby's session, bidding for the lock (``try_lead``)."""
 
     def identity(self) -> dict[str, str]:
         return store_identity(self._url)
@@ -156,6 +158,38 @@ class PostgresStore(SQLStore[PgConnection]):
             )
         self.schema = schema
 
+    # ------------------------------------------------------------- leadership (HA)
+
+    def try_lead(self) -> bool:
+        """A standby's bid: take the schema's advisory lock on a write session of its own if
+        no other session holds it (the leader's ended: its process died, its session was
+        terminated, or it sat idle past its lease). True once this store writes."""
+        with self._writer_lock:
+            if self._writer is not None and not self._writer.closed:
+                return True
+            conn = self._candidate
+            if conn is None or conn.closed:
+                conn = self._candidate = self._connect()
+            try:
+                self._lock_schema(conn)
+            except StoreError:
+                return False
+            self._candidate = None
+            self._writer = conn
+            with self._lock:
+                self._connections.append(conn)
+            return True
+
+    def hold_lease(self, seconds: float) -> None:
+        """Make the write session (and with it the lock) end after ``seconds`` without a
+        statement: a leader frozen (SIGSTOP, a stalled machine) loses the lock, so that a
+        standby can lead; the leader renews it meanwhile (``cluster.standby.leader_heartbeat``)."""
+        ms = int(seconds * 1000)
+        with self._failing("setting the leader's lease"):
+            conn = self._write_conn()
+            conn.execute(f"SET idle_session_timeout = {ms}")
+            conn.execute(f"SET idle_in_transaction_session_timeout = {ms}")
+
     def vacuum(self) -> None:
         """VACUUM ANALYZE of this schema's tables (autovacuum does the same on its own)."""
         with self._failing("vacuum"):
@@ -197,3 +231,7 @@ class PostgresStore(SQLStore[PgConnection]):
         super().close()
         with self._writer_lock:
             self._writer = None
+            if self._candidate is not None:
+                with contextlib.suppress(*self.errors):
+                    self._candidate.close()
+                self._candidate = None

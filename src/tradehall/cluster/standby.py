@@ -1,0 +1,419 @@
+"""High availability: ``tradehall engine --standby`` (docs/deployment.md, "High availability").
+
+Every engine of an HA venue starts as a *standby*: it loads the exchange from the tables and
+then follows the journal, replaying each record as the leader commits it, so that its memory
+is the leader's a few milliseconds behind. Leadership is PostgreSQL's session advisory lock
+on the schema, the one the engine's write session has always taken: a standby bids for it
+every ``BID_S``; it is free once the leader's session is gone (its process died, its session
+was terminated, or it sat idle past its lease because the process was frozen). The winner
+
+1. claims the next epoch (``Journal.next_epoch``): the fence; from that statement on, no
+   append of the previous leader can commit, and every one it did commit is in the journal;
+2. replays the journal to its head (whatever it had not yet followed);
+3. serves: the same process path as a plain ``tradehall engine`` after recovery.
+
+A leader holds its lease by running a statement on its write session at least every
+``HEARTBEAT_S`` (a commit counts); the session is set to end after ``LEASE_S`` without one.
+It steps down (``Role.step_down``: it stops answering at once, then the process starts again
+as a standby) when its write session is lost, when an append is fenced, when NATS has been
+unreachable for ``NATS_GRACE_S``, and it answers nothing once ``LEASE_S - MARGIN_S`` passed
+without a renewal (it may have been frozen, and another engine may lead).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tradehall.config import Config
+from tradehall.exchange import Exchange
+from tradehall.secretbox import SecretBox
+from tradehall.store.base import StoreError, collector_paused
+from tradehall.store.journal import CommandIds, JournalRecord, StateHashed
+from tradehall.store.journaled import JournaledStore
+
+log = logging.getLogger("tradehall.engine")
+
+LEASE_S = 3.0
+"""A leader's write session ends after this long without a statement (PostgreSQL's
+``idle_session_timeout``): how long a frozen leader keeps the lock."""
+HEARTBEAT_S = 0.5
+"""How often an idle leader renews its lease."""
+MARGIN_S = 0.5
+"""A leader answers nothing once ``LEASE_S - MARGIN_S`` passed since its last renewal."""
+NATS_GRACE_S = 2.0
+"""A leader cut off from NATS this long steps down (no gateway can reach it)."""
+BID_S = 0.1
+"""How often a standby bids for leadership."""
+POLL_S = 0.002
+POLL_MAX_S = 0.02
+"""A standby that has caught up looks for new journal records after ``POLL_S``, twice as
+long after each look that found nothing, up to ``POLL_MAX_S`` (as the projector does)."""
+REPORT_S = 1.0
+"""How often an engine writes its position in ``ha_nodes`` (the operator's view)."""
+ID_HORIZON_MS = 60_000
+"""Command ids of the journal's records this recent are kept by a standby: a gateway's
+resend (within twice its timeout of the first send) to a new leader is then answered from
+them, never applied twice."""
+HASH_EVERY = 1000
+"""The leader records its state hash every this many journal records."""
+
+NODES = (
+    "CREATE TABLE IF NOT EXISTS ha_nodes ("
+    " node TEXT PRIMARY KEY,"
+    " role TEXT NOT NULL,"
+    " epoch BIGINT NOT NULL,"
+    " seq BIGINT NOT NULL,"
+    " seen BIGINT NOT NULL,"
+    " pid BIGINT NOT NULL)"
+)
+REPORT = (
+    "INSERT INTO ha_nodes (node, role, epoch, seq, seen, pid) VALUES (%s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (node) DO UPDATE SET role = excluded.role, epoch = excluded.epoch,"
+    " seq = excluded.seq, seen = excluded.seen, pid = excluded.pid"
+)
+FORGET_AFTER_MS = 3_600_000
+"""An engine not heard of for this long leaves ``ha_nodes``."""
+
+
+def default_node() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Diverged(StoreError):
+    """A standby replayed a record and reached another state than the leader's hash: it
+    must never lead."""
+
+
+@dataclass
+class RecentCommands:
+    """The ids of commands committed in the journal's recent records: id -> record."""
+
+    horizon_ms: int = ID_HORIZON_MS
+    ids: dict[str, int] = field(default_factory=dict)
+    _order: deque[tuple[int, list[str]]] = field(default_factory=deque)
+    since: int = 0
+    """Ids of records appended from this time (ms) on are all known."""
+
+    def add(self, record: JournalRecord) -> None:
+        for entry in record.entries:
+            if type(entry) is CommandIds:
+                for command_id in entry.ids:
+                    self.ids[command_id] = record.seq
+                self._order.append((record.time, entry.ids))
+        self._forget(now_ms() - self.horizon_ms)
+
+    def _forget(self, before: int) -> None:
+        order, ids = self._order, self.ids
+        while order and order[0][0] < before:
+            for command_id in order.popleft()[1]:
+                ids.pop(command_id, None)
+        self.since = max(self.since, before)
+
+
+def recent_commands(store: JournaledStore, upto: int) -> RecentCommands:
+    """The ids of the commands committed in the journal's last ``ID_HORIZON_MS``, up to
+    record ``upto`` (an engine that starts, as a standby or after a restart)."""
+    recent = RecentCommands()
+    since = now_ms() - recent.horizon_ms
+    for record in reversed(list(store.journal.since(since, upto))):
+        recent.add(record)
+    recent.since = since
+    return recent
+
+
+class Follower:
+    """A standby's exchange, following the journal."""
+
+    def __init__(self, config: Config, store: JournaledStore, secret_box: SecretBox, node: str):
+        self.config = config
+        self.store = store
+        self.secret_box = secret_box
+        self.node = node
+        self.exchange: Exchange | None = None
+        self.seq = 0
+        """The last journal record applied."""
+        self.recent = RecentCommands()
+        self.checked = 0
+        """State hashes checked against the leader's."""
+        self._reported = 0.0
+
+    # ------------------------------------------------------------- loading
+
+    def wait_for_store(self, bid: Callable[[], bool], stopping: Callable[[], bool]) -> bool:
+        """Until the schema and the journal exist; a standby writes nothing, so it waits for
+        the leader (or ``db upgrade``) to make them, unless it wins leadership first (the
+        first engine of a new venue): then it makes them itself. True if it leads."""
+        projections, journal = self.store.projections, self.store.journal
+        told = False
+        while not stopping():
+            conn = projections._conn()
+            with projections._failing("looking for the journal"):
+                ready = projections._exists(conn, "journal") and projections._exists(
+                    conn, "ha_nodes"
+                )
+            if ready:
+                journal._ready = True
+                return False
+            if bid():
+                self.store.migrate()
+                with projections._failing("creating the HA table"):
+                    projections._write_conn().execute(NODES)
+                return True
+            if not told:
+                log.info("standby: waiting for the leader to create the store")
+                told = True
+            time.sleep(0.5)
+        raise Stopped()
+
+    def load(self) -> None:
+        """The exchange from the tables and the journal after them (a cold start), then the
+        ids of the commands committed in the last ``ID_HORIZON_MS``."""
+        began = time.perf_counter()
+        exchange = Exchange(self.config, self.store, secret_box=self.secret_box)
+        with collector_paused():
+            exchange.recover()
+        exchange.journaling = False  # replayed records are already in the journal
+        self.exchange = exchange
+        self.seq = exchange.replayed
+        self.recent = recent_commands(self.store, self.seq)
+        log.info(
+            "standby: loaded the exchange at journal record %d in %.2f s",
+            self.seq,
+            time.perf_counter() - began,
+        )
+
+    # ------------------------------------------------------------- following
+
+    def step(self, limit: int = 256) -> int:
+        """Apply the next records; how many (0: caught up)."""
+        exchange = self.exchange
+        assert exchange is not None
+        records = self.store.journal.read(self.seq, limit)
+        for record in records:
+            exchange.replay(record.entries, record.seq)
+            exchange.take_pending()  # replayed rows are the projector's to write
+            self.recent.add(record)
+            for entry in record.entries:
+                if type(entry) is StateHashed:
+                    self._check(entry, record.seq)
+            self.seq = record.seq
+        return len(records)
+
+    def _check(self, hashed: StateHashed, seq: int) -> None:
+        assert self.exchange is not None
+        mine = self.exchange.engine.state_hash()
+        if mine != hashed.digest:
+            raise Diverged(
+                f"standby {self.node} replayed journal record {seq} to another state than"
+                " the leader's (state hashes differ): it stops, and must not lead"
+            )
+        self.checked += 1
+
+    def report(self, role: str, epoch: int, seq: int | None = None) -> None:
+        """This engine's position in ``ha_nodes`` (a standby on its read session)."""
+        conn = self.store.projections._conn()
+        with self.store.projections._failing("reporting the standby's position"):
+            conn.execute(
+                REPORT,
+                (self.node, role, epoch, self.seq if seq is None else seq, now_ms(), os.getpid()),
+            )
+
+    def follow(self, bid: Callable[[], bool], stopping: Callable[[], bool]) -> None:
+        """Follow the journal until ``bid()`` wins leadership (or ``stopping()``)."""
+        last_bid = 0.0
+        idle = POLL_S
+        while True:
+            if stopping():
+                raise Stopped()
+            applied = self.step()
+            now = time.monotonic()
+            if now - self._reported >= REPORT_S:
+                self._reported = now
+                try:
+                    self.report("standby", self.store.journal.epoch())
+                except StoreError as exc:
+                    log.warning("%s", exc)
+            if now - last_bid >= BID_S:
+                last_bid = now
+                if bid():
+                    return
+            if applied:
+                idle = POLL_S
+            else:
+                time.sleep(idle)
+                idle = min(idle * 2, POLL_MAX_S)
+
+
+class Stopped(Exception):
+    """A standby was asked to stop before it led."""
+
+
+@dataclass
+class Role:
+    """An HA engine's standing, shared by the standby phase, the engine service and the CLI."""
+
+    node: str
+    leading: bool = False
+    epoch: int = 0
+    since_ms: int = 0
+    """When this engine began to lead."""
+    takeover_s: float = 0.0
+    """From winning the lock to serving (fence, catch-up)."""
+    recent: RecentCommands | None = None
+    stepped_down: str | None = None
+    """Why this engine stopped leading (the process then starts again as a standby)."""
+    stop_server: Callable[[], None] | None = None
+    renewed: float = field(default_factory=time.monotonic)
+    """When the lease was last renewed (monotonic)."""
+    on_step_down: list[Callable[[str], None]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    """``ha_nodes`` as the leader last read it (with each heartbeat)."""
+
+    def lease_valid(self) -> bool:
+        return time.monotonic() - self.renewed < LEASE_S - MARGIN_S
+
+    def step_down(self, why: str) -> None:
+        if self.stepped_down is not None:
+            return
+        self.stepped_down = why
+        self.leading = False
+        log.error("engine %s steps down: %s", self.node, why)
+        for hook in self.on_step_down:
+            try:
+                hook(why)
+            except Exception:
+                log.exception("a step-down hook failed")
+        if self.stop_server is not None:
+            self.stop_server()
+
+
+def lead(
+    config: Config,
+    store: JournaledStore,
+    secret_box: SecretBox,
+    role: Role,
+    *,
+    announce: Callable[[], None],
+    stopping: Callable[[], bool],
+) -> Exchange:
+    """Follow the journal as a standby until this engine leads; then fence, catch up and
+    return the exchange, ready to serve (``server.run`` goes on as after a recovery)."""
+    projections = store.projections
+    try_lead = getattr(projections, "try_lead", None)
+    if try_lead is None:
+        raise StoreError("high availability (--standby) needs PostgreSQL (--database)")
+    follower = Follower(config, store, secret_box, role.node)
+    led = follower.wait_for_store(try_lead, stopping)
+    follower.load()
+    announce()
+    if not led:
+        follower.follow(try_lead, stopping)
+    won = time.perf_counter()
+    projections.hold_lease(LEASE_S)  # type: ignore[attr-defined]
+    role.renewed = time.monotonic()
+    store.migrate()  # this release's tables, if an older leader left older ones
+    with projections._failing("creating the HA table"):
+        projections._write_conn().execute(NODES)
+    role.epoch = store.start_appending(claim=True)  # the fence
+    while follower.step():
+        pass
+    if follower.seq != store.head:
+        raise StoreError(
+            f"the journal's head is {store.head} but this standby reached record"
+            f" {follower.seq}: records are missing (compacted?); start it again (cold)"
+        )
+    exchange = follower.exchange
+    assert exchange is not None
+    exchange.journaling = True
+    exchange.hash_every = HASH_EVERY
+    role.recent = follower.recent
+    store.ha = role
+    role.leading = True
+    role.since_ms = now_ms()
+    role.takeover_s = time.perf_counter() - won
+    log.warning(
+        "engine %s leads (epoch %d) from journal record %d; took over in %.3f s",
+        role.node,
+        role.epoch,
+        store.head,
+        role.takeover_s,
+    )
+    return exchange
+
+
+def leader_heartbeat(store: JournaledStore, role: Role) -> None:
+    """The leader's lease renewal and report, on the write session (the writer's thread)."""
+    projections = store.projections
+    conn = projections._write_conn()
+    with projections._failing("renewing the leader's lease"):
+        conn.execute(REPORT, (role.node, "leader", role.epoch, store.head, now_ms(), os.getpid()))
+        conn.execute("DELETE FROM ha_nodes WHERE seen < %s", (now_ms() - FORGET_AFTER_MS,))
+        rows = conn.execute(
+            "SELECT node, role, epoch, seq, seen, pid FROM ha_nodes ORDER BY node"
+        ).fetchall()
+    role.nodes = [
+        {"node": n, "role": r, "epoch": int(e), "seq": int(s), "seen": int(t), "pid": int(p)}
+        for n, r, e, s, t, p in rows
+    ]
+
+
+ALIVE_MS = int(3 * REPORT_S * 1000)
+"""An engine that reported within this long is alive (the status's view)."""
+
+
+def ha_status(role: Role, head: int) -> dict[str, Any]:
+    """The HA view of the status (docs/deployment.md): who leads, since when, and where each
+    engine heard of lately stands."""
+    now = now_ms()
+    engines = []
+    for row in role.nodes:
+        alive = now - row["seen"] <= ALIVE_MS
+        mine = row["node"] == role.node
+        standing = row["role"] if alive else "gone"
+        if not mine and standing == "leader":
+            standing = "gone"  # a leader of an earlier epoch that did not report since
+        engines.append(
+            {
+                "node": row["node"],
+                "role": "leader" if mine and role.leading else standing,
+                "epoch": row["epoch"],
+                "seq": head if mine else row["seq"],
+                "lag": 0 if mine else max(0, head - row["seq"]),
+                "seenMsAgo": 0 if mine else max(0, now - row["seen"]),
+                "pid": row["pid"],
+            }
+        )
+    return {
+        "node": role.node,
+        "leading": role.leading,
+        "epoch": role.epoch,
+        "since": role.since_ms,
+        "takeoverSeconds": round(role.takeover_s, 3),
+        "standbys": sum(1 for e in engines if e["role"] == "standby"),
+        "engines": engines,
+    }
+
+
+@dataclass
+class StandbyStart:
+    """``server.run``'s way in for an HA engine: follow as a standby until leading."""
+
+    role: Role
+    announce: Callable[[], None]
+    stopping: Callable[[], bool]
+
+    def lead(self, cfg: Config, store: JournaledStore, secret_box: SecretBox) -> Exchange:
+        return lead(
+            cfg, store, secret_box, self.role, announce=self.announce, stopping=self.stopping
+        )

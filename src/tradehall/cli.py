@@ -1408,6 +1408,69 @@ def gateways(
     )
 
 
+_HA_COLUMNS = [
+    ("NODE", "node", 24),
+    ("ROLE", "role", 8),
+    ("EPOCH", "epoch", 6),
+    ("RECORD", "seq", 10),
+    ("LAG", "lag", 8),
+    ("SEEN (ms ago)", "seenMsAgo", 14),
+    ("PID", "pid", 0),
+]
+
+
+def _status_text(result: Any) -> str:
+    writable = "writable" if result["writable"] else f"NOT writable: {result['failure']}"
+    lines = [
+        f"tradehall {result['version']}: {result['users']} users,"
+        f" {result['openOrders']} open orders, {writable}"
+    ]
+    journal = result.get("journal")
+    if journal:
+        child = journal.get("projector")
+        projector = (
+            "no projector child"
+            if child is None
+            else f"projector {'running' if child['running'] else 'NOT running'}"
+            f" ({child['restarts']} restarts)"
+        )
+        lines.append(
+            f"journal: record {journal['head']} (epoch {journal['epoch']}), tables at"
+            f" {journal['projected']} (lag {journal['lag']}); {projector}"
+        )
+    ha = result.get("ha")
+    if ha:
+        since = datetime.fromtimestamp(ha["since"] / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        lines.append(
+            f"high availability: {ha['node']} leads (epoch {ha['epoch']}) since {since} UTC,"
+            f" took over in {ha['takeoverSeconds']} s; {ha['standbys']} standby(s)"
+        )
+        lines.append(_table(_HA_COLUMNS, ha["engines"]))
+    return "\n".join(lines)
+
+
+@app.command()
+def status(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The exchange's state: users, open orders, whether it takes writes, the journal and
+    its projector, and, for an HA engine (`engine --standby`), who leads, its epoch and each
+    standby's lag. From the running server (`GET /admin/v1/status`), else from the store."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda a: a.status(),
+        lambda ex, ts: ops.status(ex),
+        _status_text,
+        database=database,
+        existing=True,
+    )
+
+
 def _admin_log_table(result: Any) -> str:
     items = [
         {

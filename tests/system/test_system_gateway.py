@@ -336,6 +336,38 @@ def test_a_command_sent_twice_is_applied_once(tmp_path: Path, stopped: list[Serv
     assert len(client.open_orders(SYMBOL)) == 1
 
 
+def test_a_resend_after_an_engine_restart_is_applied_once(
+    tmp_path: Path, stopped: list[ServerProcess]
+) -> None:
+    """The journal records the ids of the commands it holds: a resend that reaches a
+    restarted engine (or a new leader) is applied only if it was never committed; one that
+    was committed gets 503 / -1001 "applied ... its answer is lost", never a second order."""
+    subject = f"test-{uuid.uuid4().hex}"
+    found = split(tmp_path / "data", subject)
+    stopped.extend(found.processes)
+    engine = found.processes[0]
+    client = found.client()
+    key = found.demo["apiKey"]
+    committed = order_command(key, "0.01")
+    sent_at = int(time.time() * 1000)
+    ((first,),) = send_batches(subject, Commands([committed], sent_at))
+    assert first.status == 200
+    engine.stop(signal.SIGKILL)  # as if its answer had been lost with it
+    restarted = start_engine(engine.data_dir, subject)
+    stopped.append(restarted)
+    never_sent = order_command(key, "0.02")  # lost on its way to the dead engine
+    resend = Commands([committed, never_sent], sent_at, attempt=2)
+    (answers,) = send_batches(subject, resend)
+    assert answers[0].status == 503, answers[0]
+    refused = msgspec.json.decode(answers[0].body)
+    assert refused["code"] == -1001 and "applied" in refused["msg"], refused
+    assert answers[1].status == 200, answers[1]
+    (again,) = send_batches(subject, resend)  # the same resend once more: nothing new
+    assert again[0].status == 503 and again[1].body == answers[1].body
+    resting = client.open_orders(SYMBOL)
+    assert sorted(o["origQty"] for o in resting) == ["0.010000", "0.020000"]
+
+
 def test_a_batch_is_applied_in_order_each_command_once(
     tmp_path: Path, stopped: list[ServerProcess]
 ) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,11 +22,15 @@ from urllib.parse import urlsplit
 import pytest
 
 from support import (
+    NATS_URL,
+    Backend,
     ServerProcess,
     nats_unreachable,
+    postgres_unreachable,
     start_engine,
     start_gateway,
     start_server,
+    tradehall_command,
 )
 from tradehall.client import AdminClient, Client
 from tradehall.web.screenshots import CHROMIUM
@@ -250,6 +256,8 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     expect(book.locator("td").nth(2)).to_have_text("10")
     expect(p.locator("#rates")).to_contain_text("Requests since start")
     expect(p.locator("#gateways-panel")).to_be_hidden()  # one process: no gateways
+    expect(p.locator("#status")).to_contain_text("Journal")
+    expect(p.locator("#engines-panel")).to_be_hidden()  # not an HA engine
     # The simulation's panel (this server runs --no-sim): off, no participants, no faults.
     expect(p.locator("#sim")).to_contain_text("Faults injected")
     expect(p.locator("#sim dd").first).to_have_text("no")
@@ -375,6 +383,66 @@ def test_operator_view_of_an_engine_lists_its_gateways(tmp_path: Path, page: Wat
             gateway.stop()
     finally:
         engine.stop()
+
+
+def test_operator_view_shows_the_leader_and_its_standby(tmp_path: Path, page: Watched) -> None:
+    """An HA venue (`engine --standby` twice, PostgreSQL): the engine that leads shows
+    itself, its epoch and the standby following it."""
+    for reason in (nats_unreachable(), postgres_unreachable()):
+        if reason:
+            pytest.skip(reason)
+    backend = Backend("postgresql")
+    subject = f"test-{uuid.uuid4().hex}"
+    first, second = tmp_path / "a", tmp_path / "b"
+    database = backend.database(first)
+    engines: list[ServerProcess] = []
+    try:
+        engines.append(start_standby(first, subject, "--node", "engine-a", "--database", database))
+        proc = engines[0].proc
+        assert proc.stdout is not None
+        leading = json.loads(proc.stdout.readline() or "{}")  # the first engine leads
+        assert leading.get("role") == "leader", leading
+        engines[0].url = leading["url"]
+        second.mkdir()
+        (second / "secret.key").write_bytes((first / "secret.key").read_bytes())
+        engines.append(start_standby(second, subject, "--node", "engine-b", "--database", database))
+        token = (first / "admin.token").read_text().strip()
+        with AdminClient(engines[0].url, token) as admin:
+            deadline = time.monotonic() + 15
+            while admin.request("GET", "/admin/v1/status").json()["ha"]["standbys"] < 1:
+                assert time.monotonic() < deadline, "the standby never reported"
+                time.sleep(0.2)
+        p = page.page
+        p.goto(engines[0].url + "/admin")
+        p.fill("#admin-token", token)
+        p.click("#token-form button[type=submit]")
+        expect(p.locator("#engines-panel")).to_be_visible()
+        expect(p.locator("#status")).to_contain_text("engine-a · epoch 1")
+        leader = p.locator("#engines tbody tr", has_text="engine-a")
+        expect(leader.locator("td").nth(1)).to_have_text("leader")
+        standby = p.locator("#engines tbody tr", has_text="engine-b")
+        expect(standby.locator("td").nth(1)).to_have_text("standby")
+        assert page.errors == []
+    finally:
+        for engine in reversed(engines):
+            engine.stop()
+        backend.drop()
+
+
+def start_standby(data_dir: Path, subject: str, *extra: str) -> ServerProcess:
+    """`tradehall engine --standby` that follows (its first line says so): no admin URL."""
+    proc = subprocess.Popen(
+        tradehall_command(
+            "engine", "--standby", "--data-dir", str(data_dir), "--json", "--nats", NATS_URL,
+            "--engine-subject", subject, *extra,
+        ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = json.loads(proc.stdout.readline() or "{}")
+    assert line.get("role") == "standby", line
+    return ServerProcess(data_dir, proc, "", None)
 
 
 def test_operator_view_refuses_a_wrong_token(venue: Venue, page: Watched) -> None:

@@ -61,6 +61,8 @@ ID_HORIZON_MS = 60_000
 """Command ids of the journal's records this recent are kept by a standby: a gateway's
 resend (within twice its timeout of the first send) to a new leader is then answered from
 them, never applied twice."""
+RETRY_S = 1.0
+"""A standby that cannot reach the store tries again after this long."""
 HASH_EVERY = 1000
 """The leader records its state hash every this many journal records."""
 
@@ -314,11 +316,27 @@ def lead(
     if try_lead is None:
         raise StoreError("high availability (--standby) needs PostgreSQL (--database)")
     follower = Follower(config, store, secret_box, role.node)
-    led = follower.wait_for_store(try_lead, stopping)
-    follower.load()
-    announce()
-    if not led:
-        follower.follow(try_lead, stopping)
+    announced = False
+    while True:
+        try:
+            if follower.exchange is None:
+                led = follower.wait_for_store(try_lead, stopping)
+                follower.load()
+                if not announced:
+                    announce()
+                    announced = True
+            if not led:
+                follower.follow(try_lead, stopping)
+            break
+        except Diverged:
+            raise
+        except StoreError as exc:  # the database restarting, failing over: wait for it
+            log.warning("standby: %s; trying again in %.0f s", exc, RETRY_S)
+            deadline = time.monotonic() + RETRY_S
+            while time.monotonic() < deadline:
+                if stopping():
+                    raise Stopped() from None
+                time.sleep(0.1)
     won = time.perf_counter()
     projections.hold_lease(LEASE_S)  # type: ignore[attr-defined]
     role.renewed = time.monotonic()

@@ -39,12 +39,27 @@ function failed(err) {
 function renderOverview([status, activity, system]) {
   showMessage($('#token-message'), '');
   $('#status-line').textContent = `version ${status.version} · ${status.writable ? 'writable' : 'WRITES STOPPED'}`;
-  kv($('#status'), [
+  const facts = [
     ['Version', status.version],
     ['Users', String(status.users)],
     ['Open spot orders', String(status.openOrders)],
     ['Writable', status.writable ? 'yes' : `no: ${status.failure}`],
-  ]);
+  ];
+  const journal = status.journal;
+  if (journal) {
+    facts.push(['Journal', `record ${journal.head} · tables at ${journal.projected} (lag ${journal.lag})`]);
+  }
+  const ha = status.ha;
+  if (ha) {
+    facts.push(['Leader', `${ha.node} · epoch ${ha.epoch} · since ${formatTime(ha.since)}`]);
+    facts.push(['Standbys', String(ha.standbys)]);
+  }
+  kv($('#status'), facts);
+  $('#engines-panel').hidden = !ha;
+  fillRows($('#engines tbody'), (ha?.engines ?? []).map((e) => row(
+    e.node, e.role, num(String(e.epoch)), num(String(e.seq)), num(String(e.lag)),
+    num(String(Math.round(e.seenMsAgo / 100) / 10)),
+  )));
   kv($('#rates'), [
     ['Requests / s (last minute)', String(activity.requestsPerSecond)],
     ['Errors / s (last minute)', String(activity.errorsPerSecond)],

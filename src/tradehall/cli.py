@@ -706,6 +706,15 @@ def gateway(
             " this many milliseconds (0: every read goes to the engine).",
         ),
     ] = DEFAULT_READ_CACHE_MS,
+    engine_wait_ms: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=30_000,
+            help="When no engine listens (an HA standby taking over), a request waits this"
+            " many milliseconds for one before it is answered 503 (0: at once).",
+        ),
+    ] = 0,
     config: ConfigOpt = None,
     no_rate_limits: Annotated[
         bool, typer.Option("--no-rate-limits", help="Switch rate limits off.")
@@ -756,6 +765,7 @@ def gateway(
                 metrics_port=metrics_port,
                 drain_s=cfg.server.drain_s,
                 self_service=cfg.sandbox.self_service,
+                engine_wait=engine_wait_ms / 1000,
             )
 
         if metrics_port is not None and metrics_port + workers - 1 > 65535:

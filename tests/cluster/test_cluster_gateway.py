@@ -56,11 +56,15 @@ async def run(
     timeout: float = 2.0,
     batch_max: int = 128,
     batch_delay: float = 0.0,
+    engine_wait: float = 0.0,
+    engine_after: float = 0.0,
 ) -> tuple[list[Answered], list[Commands]]:
-    """What ``send`` gets through a gateway in front of ``reply`` (no engine when None),
-    and the messages the engine received."""
+    """What ``send`` gets through a gateway in front of ``reply`` (no engine when None;
+    one that starts listening only ``engine_after`` seconds after the gateway sent), and the
+    messages the engine received."""
     subject = f"test-{uuid.uuid4().hex}"
     received: list[Commands] = []
+    later: list[asyncio.Task[None]] = []
     engine = await connect(NATS_URL, "stand-in engine")
     if reply is not None:
 
@@ -73,8 +77,15 @@ async def run(
             if answers is not None:
                 await msg.respond(encode(Replies(answers, "stand-in", 0)))
 
-        await engine.subscribe(f"{subject}.cmd", cb=on_command)
-        await engine.flush()
+        async def listen() -> None:
+            await asyncio.sleep(engine_after)
+            await engine.subscribe(f"{subject}.cmd", cb=on_command)
+            await engine.flush()
+
+        if engine_after:
+            later.append(asyncio.get_running_loop().create_task(listen()))
+        else:
+            await listen()
     limits = LimitSettings(enabled=False)
     gateway = Gateway(
         NATS_URL,
@@ -83,6 +94,7 @@ async def run(
         timeout=timeout,
         batch_max=batch_max,
         batch_delay=batch_delay,
+        engine_wait=engine_wait,
     )
     try:
         async with gateway.running():
@@ -235,3 +247,21 @@ def test_a_gateway_keys_redis_with_the_namespace_its_engine_tells() -> None:
 
     told, configured, status = asyncio.run(scenario())
     assert (told, configured, status) == ("told-by-engine", "own", 503)
+
+
+def test_with_engine_wait_a_command_waits_for_an_engine_to_listen() -> None:
+    """An HA standby taking over: no engine listens for a moment. With --engine-wait-ms the
+    gateway sends again until one does (nothing was delivered: nothing can apply twice)."""
+    started = time.monotonic()
+    answers, received = asyncio.run(run(echo, gather(2), engine_wait=3.0, engine_after=0.5))
+    assert [a.body for a in answers] == [b"c-0", b"c-1"]
+    assert [b.attempt for b in received] == [1]  # delivered once, as a first send
+    assert 0.4 < time.monotonic() - started < 3
+
+
+def test_with_engine_wait_no_engine_is_a_503_after_the_wait() -> None:
+    started = time.monotonic()
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(run(None, gather(1), engine_wait=0.5))
+    assert (refused.value.status, refused.value.code) == (503, -1001)
+    assert 0.4 < time.monotonic() - started < 2.5

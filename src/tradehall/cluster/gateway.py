@@ -67,6 +67,8 @@ log = logging.getLogger("tradehall.gateway")
 REPORT_EVERY = 5.0
 """Seconds between two of a gateway worker's reports to the engine (the operator's view)."""
 
+NO_ENGINE_PAUSE = 0.05
+"""Seconds between two sends of a command no engine was listening for (``engine_wait``)."""
 HEALTH_TIMEOUT = 1.0
 """Seconds a readiness probe waits for the engine's word (at most the gateway's timeout)."""
 
@@ -108,8 +110,13 @@ class Gateway(Service):
         metrics_host: str = "127.0.0.1",
         metrics_port: int | None = None,
         self_service: bool = False,
+        engine_wait: float = 0.0,
     ) -> None:
         self.url = url
+        self.engine_wait = engine_wait
+        """Seconds a command that finds no engine listening waits for one (an HA standby
+        taking over) before the client gets 503: nothing was delivered, so sending it again
+        cannot apply it twice. 0: 503 at once."""
         self.self_service = self_service
         """Serve the self-service accounts' endpoints (``[sandbox] self_service``; the engine
         answers them only when its configuration says so too)."""
@@ -453,23 +460,32 @@ class Gateway(Service):
     ) -> list[Answered]:
         """The engine's answers to ``commands``, in order. A timeout (the message or its
         answer lost, NATS restarting) resends it once with the same ids, which the engine
-        answers without applying them again; no responder (no engine) answers 503 at once."""
+        answers without applying them again; no responder (no engine) answers 503 at once,
+        or once ``engine_wait`` has passed with none appearing."""
         nc = self.nc
         if nc is None:
             raise engine_unreachable("not connected to NATS")
         subject = f"{self.subject}.cmd"
+        started = perf_counter()
         for attempt in (first_attempt, 2):
             data = encode(PackedCommands(commands, first_sent, attempt))
-            sent = perf_counter()
-            try:
-                msg = await nc.request(subject, data, timeout=self.timeout)
-            except nats.errors.NoRespondersError:
-                self._engine_lost()
-                raise engine_unreachable("no engine process is listening") from None
-            except (TimeoutError, nats.errors.TimeoutError):
+            while True:
+                sent = perf_counter()
+                try:
+                    msg = await nc.request(subject, data, timeout=self.timeout)
+                    break
+                except nats.errors.NoRespondersError:
+                    self._engine_lost()
+                    if perf_counter() - started + NO_ENGINE_PAUSE > self.engine_wait:
+                        raise engine_unreachable("no engine process is listening") from None
+                    await asyncio.sleep(NO_ENGINE_PAUSE)  # delivered to no one: send again
+                except (TimeoutError, nats.errors.TimeoutError):
+                    msg = None
+                    break
+                except nats.errors.Error as exc:
+                    raise engine_unreachable(type(exc).__name__) from None
+            if msg is None:
                 continue
-            except nats.errors.Error as exc:
-                raise engine_unreachable(type(exc).__name__) from None
             self.round_trips.observe(perf_counter() - sent)
             replies = decode_replies(msg.data)
             answers = replies.answers

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +30,10 @@ from tradehall.engine.margin import MarginAccount
 from tradehall.marketdata import INTERVALS, MarketData, keep_for
 from tradehall.secretbox import SecretBox
 from tradehall.selfservice_state import SelfServiceBook
+from tradehall.state_digest import ForkedDigest
 from tradehall.store.base import Store, StoreError, collector_paused
 from tradehall.store.batch import ACCRUED_HOUR, PROJECTED, AdminLogRow, Batch, KeyRow, UserRow
-from tradehall.store.journal import CommandIds, Entry, StateHashed, StateNoted
+from tradehall.store.journal import CommandIds, Entry, HashMark, StateHashed, StateNoted
 from tradehall.store.journaled import JournaledStore
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -127,10 +129,14 @@ class Exchange:
         """Counts for ``/metrics``, kept where the events already pass."""
         self.selfservice = SelfServiceBook(config.sandbox.key_expiry_s * 1000)
         """The self-service accounts (``[sandbox]``): their keys' last use, their faucet."""
-        self.hash_every = 0
-        """Record the engine's state hash in every this many journal records (0: never): a
-        leader followed by standbys (``tradehall.cluster.standby``)."""
-        self._unhashed = 0
+        self.hash_every_s = 0.0
+        """Record the engine's state hash in the journal at most this often, in seconds (0:
+        never): a leader followed by standbys (``tradehall.cluster.standby``)."""
+        self._digest = ForkedDigest()
+        self._marked: Batch | None = None
+        """The batch whose state is being hashed (its record is the ``StateHashed``'s ``at``)."""
+        self._digested: str | None = None
+        self._hashed_at = 0.0
 
     # ----------------------------------------------------------------- recovery
 
@@ -215,7 +221,7 @@ class Exchange:
                 self.selfservice.restore({noted.name: noted.value}, self.keys)
             elif kind is AdminLogRow:
                 self.pending.admin_log.append(entry)  # type: ignore[arg-type]
-            elif kind is CommandIds or kind is StateHashed:
+            elif kind is CommandIds or kind is HashMark or kind is StateHashed:
                 continue  # what the record says of itself (read by a standby)
             else:
                 try:
@@ -382,13 +388,33 @@ class Exchange:
         if self._bars_changed:
             self._bars_changed = False
             batch.add_bars(self.marketdata.take_changed_bars())
-        if self.hash_every and batch.entries:
-            self._unhashed += 1
-            if self._unhashed >= self.hash_every:
-                self._unhashed = 0
-                batch.entries.append(StateHashed(self.engine.state_hash()))
+        if self.hash_every_s and batch.entries:
+            self._hash(batch)
         self.pending = Batch()
         return batch
+
+    def _hash(self, batch: Batch) -> None:
+        """Now and then, mark ``batch`` and hash the state it leaves in a forked child
+        (``state_digest``); the digest goes into a later batch, once the child is done and
+        the marked batch has its record number."""
+        marked = self._marked
+        if marked is not None:
+            if self._digest.busy:
+                self._digested = self._digest.poll()
+                if self._digest.busy:
+                    return
+            if not marked.journal_seq and self.failure is None:
+                return  # its commit is still being written
+            if self._digested is not None and marked.journal_seq:
+                batch.entries.append(StateHashed(marked.journal_seq, self._digested))
+            self._marked = self._digested = None
+            return
+        now = time.monotonic()
+        if now - self._hashed_at >= self.hash_every_s:
+            self._hashed_at = now
+            if self._digest.start(self.engine.state_hash):
+                batch.entries.append(HashMark())
+                self._marked = batch
 
     def commit_now(self) -> None:
         """Synchronous commit of everything staged (the offline CLI's path)."""

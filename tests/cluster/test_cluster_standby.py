@@ -14,16 +14,16 @@ from tradehall.cluster.standby import Diverged, Follower, recent_commands
 from tradehall.config import load_config
 from tradehall.engine.commands import Deposit, PlaceOrder
 from tradehall.exchange import Exchange
-from tradehall.store.journal import CommandIds, StateHashed, encode
+from tradehall.store.journal import CommandIds, HashMark, StateHashed, encode
 from tradehall.store.journaled import JournaledStore
 
 
-def leader(store: JournaledStore, hash_every: int = 0) -> Exchange:
+def leader(store: JournaledStore, hash_every_s: float = 0.0) -> Exchange:
     store.migrate()
     store.start_appending()
     exchange = Exchange(load_config(), store, secret_box=TEST_SECRET_BOX)
     exchange.recover()
-    exchange.hash_every = hash_every
+    exchange.hash_every_s = hash_every_s
     return exchange
 
 
@@ -54,19 +54,20 @@ def funded_user(exchange: Exchange) -> int:
 
 
 def test_a_follower_reaches_the_leaders_state_record_by_record(tmp_path: Path) -> None:
-    live = leader(journaled_store(tmp_path / "tradehall.db"), hash_every=2)
+    live = leader(journaled_store(tmp_path / "tradehall.db"), hash_every_s=0.001)
     user = funded_user(live)
     trade(live, user, 10)
     follower = follower_of(tmp_path / "tradehall.db")  # cold: the journal after the tables
     assert follower.exchange is not None
     assert follower.seq == live.store.head  # type: ignore[attr-defined]
     assert follower.exchange.engine.state_hash() == live.engine.state_hash()
-    for round in range(5):  # warm: record by record as they are committed
+    for round in range(8):  # warm: record by record as they are committed
         trade(live, user, 3 + round, ids=[f"cmd-{round}"])
         assert follower.step() == 1
         assert follower.exchange.engine.state_hash() == live.engine.state_hash()
+        time.sleep(0.05)  # the leader's digest is made in a forked child meanwhile
     assert follower.step() == 0
-    assert follower.checked >= 2  # the leader's hashes were checked, and matched
+    assert follower.checked >= 2  # the leader's digests were checked, and matched
     assert {f"cmd-{r}" for r in range(5)} <= set(follower.recent.ids)
 
 
@@ -75,9 +76,14 @@ def test_a_follower_that_reaches_another_state_stops(tmp_path: Path) -> None:
     user = funded_user(live)
     follower = follower_of(tmp_path / "tradehall.db")
     live.apply(PlaceOrder(1, user, "BTCUSDT", "BUY", "LIMIT", 2_000_000, 1_000))
-    batch = live.take_pending()
-    batch.entries.append(StateHashed("not the leader's state"))
-    live.store.commit(batch)
+    marked = live.take_pending()
+    marked.entries.append(HashMark())
+    live.store.commit(marked)
+    assert follower.step() == 1  # it hashes its state after the marked record
+    live.apply(PlaceOrder(1, user, "BTCUSDT", "BUY", "LIMIT", 2_000_000, 1_000))
+    later = live.take_pending()
+    later.entries.append(StateHashed(marked.journal_seq, "not the leader's state"))
+    live.store.commit(later)
     with pytest.raises(Diverged, match="must not lead"):
         follower.step()
 

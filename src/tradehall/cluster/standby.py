@@ -34,8 +34,9 @@ from typing import Any
 from tradehall.config import Config
 from tradehall.exchange import Exchange
 from tradehall.secretbox import SecretBox
+from tradehall.state_digest import ForkedDigest
 from tradehall.store.base import StoreError, collector_paused
-from tradehall.store.journal import CommandIds, JournalRecord, StateHashed
+from tradehall.store.journal import CommandIds, HashMark, JournalRecord, StateHashed
 from tradehall.store.journaled import JournaledStore
 
 log = logging.getLogger("tradehall.engine")
@@ -63,8 +64,9 @@ resend (within twice its timeout of the first send) to a new leader is then answ
 them, never applied twice."""
 RETRY_S = 1.0
 """A standby that cannot reach the store tries again after this long."""
-HASH_EVERY = 1000
-"""The leader records its state hash every this many journal records."""
+HASH_EVERY_S = 30.0
+"""The leader hashes its state (in a forked child: ``state_digest``) at most this often and
+records the digest in the journal; standbys check theirs against it."""
 
 NODES = (
     "CREATE TABLE IF NOT EXISTS ha_nodes ("
@@ -148,6 +150,11 @@ class Follower:
         self.recent = RecentCommands()
         self.checked = 0
         """State hashes checked against the leader's."""
+        self._digest = ForkedDigest()
+        self._hashing = 0
+        """The record whose state ``_digest`` is hashing (0: none)."""
+        self._mine: dict[int, str] = {}
+        """This standby's digests of marked records, until the leader's arrive."""
         self._reported = 0.0
 
     # ------------------------------------------------------------- loading
@@ -202,25 +209,59 @@ class Follower:
         exchange = self.exchange
         assert exchange is not None
         records = self.store.journal.read(self.seq, limit)
+        self._collect(wait=False)
         for record in records:
             exchange.replay(record.entries, record.seq)
             exchange.take_pending()  # replayed rows are the projector's to write
             self.recent.add(record)
             for entry in record.entries:
-                if type(entry) is StateHashed:
-                    self._check(entry, record.seq)
+                kind = type(entry)
+                if kind is HashMark:
+                    self._collect(wait=True)  # one digest at a time
+                    if self._digest.start(exchange.engine.state_hash):
+                        self._hashing = record.seq
+                elif kind is StateHashed:
+                    self._check(entry)  # type: ignore[arg-type]
             self.seq = record.seq
         return len(records)
 
-    def _check(self, hashed: StateHashed, seq: int) -> None:
-        assert self.exchange is not None
-        mine = self.exchange.engine.state_hash()
+    def _collect(self, *, wait: bool) -> None:
+        """Keep the digest being made once it is done (``wait``: wait for it)."""
+        while self._hashing:
+            digest = self._digest.poll()
+            if not self._digest.busy:
+                if digest is not None:
+                    self._mine[self._hashing] = digest
+                self._hashing = 0
+                return
+            if not wait:
+                return
+            time.sleep(0.001)
+
+    def _check(self, hashed: StateHashed) -> None:
+        """The leader's digest of record ``hashed.at`` against this standby's (if it
+        replayed that record: one loaded after it has none to compare)."""
+        if self._hashing == hashed.at:
+            self._collect(wait=True)
+        mine = self._mine.pop(hashed.at, None)
+        for older in [at for at in self._mine if at < hashed.at]:
+            del self._mine[older]
+        if mine is None:
+            return
         if mine != hashed.digest:
             raise Diverged(
-                f"standby {self.node} replayed journal record {seq} to another state than"
-                " the leader's (state hashes differ): it stops, and must not lead"
+                f"standby {self.node} replayed journal record {hashed.at} to another state"
+                " than the leader's (state hashes differ): it stops, and must not lead"
             )
         self.checked += 1
+        log.info(
+            "standby: the state at journal record %d is the leader's (hashes match)", hashed.at
+        )
+
+    def close(self) -> None:
+        """Stop a digest in the making (the standby leads now)."""
+        self._digest.close()
+        self._hashing = 0
 
     def report(self, role: str, epoch: int, seq: int | None = None) -> None:
         """This engine's position in ``ha_nodes`` (a standby on its read session)."""
@@ -351,10 +392,11 @@ def lead(
             f"the journal's head is {store.head} but this standby reached record"
             f" {follower.seq}: records are missing (compacted?); start it again (cold)"
         )
+    follower.close()
     exchange = follower.exchange
     assert exchange is not None
     exchange.journaling = True
-    exchange.hash_every = HASH_EVERY
+    exchange.hash_every_s = HASH_EVERY_S
     role.recent = follower.recent
     store.ha = role
     role.leading = True

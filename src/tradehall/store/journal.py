@@ -49,17 +49,23 @@ class CommandIds(msgspec.Struct, frozen=True, gc=False):
     ids: list[str]
 
 
-class StateHashed(msgspec.Struct, frozen=True, gc=False):
-    """The engine's state hash after the record's other entries (every ``HASH_EVERY``
-    records): a standby that replays the record checks that it reached the same state."""
+class HashMark(msgspec.Struct, frozen=True, gc=False):
+    """The engine's state after this record is being hashed (``StateHashed`` follows, in a
+    later record): a standby hashes its own state when it replays this record."""
 
+
+class StateHashed(msgspec.Struct, frozen=True, gc=False):
+    """The engine's state hash after record ``at`` (the one with the ``HashMark``): a
+    standby that replayed record ``at`` checks that it reached the same state."""
+
+    at: int
     digest: str
 
 
 Record = UserRow | KeyRow | AdminLogRow | StateNoted
 """Changes made beside the engine: a new user, an API key written (created or revoked, its
 secret sealed as the store keeps it), an admin action's trail entry, a named integer."""
-Marker = CommandIds | StateHashed
+Marker = CommandIds | HashMark | StateHashed
 """What a record says about itself (replaying applies nothing for them)."""
 Entry = c.Command | Record | Marker
 
@@ -89,6 +95,7 @@ KINDS: tuple[type[Any], ...] = (
     AdminLogRow,
     StateNoted,
     CommandIds,
+    HashMark,
     StateHashed,
 )
 """Every entry type, by its number in a record. Append only: a number, once used, keeps its

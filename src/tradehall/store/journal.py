@@ -8,7 +8,8 @@ Refused commands change nothing and are not recorded.
 
 A record's sequence number is the table's primary key: two writers can never both append
 sequence N (the second one's INSERT fails, and it stops: fail-stop). ``epoch`` says which
-engine run (later, which leader) appended it.
+engine run (or which HA leadership) appended it, and fences: an append inserts only while
+its epoch is the latest claimed (``append``, ``next_epoch``).
 
 SQLite keeps the journal in a file of its own beside the projections (``journal.db`` in the
 data folder), so that the projector's writes never wait on the engine's appends nor delay

@@ -291,7 +291,8 @@ def run(
     finally:
         if projector is not None:
             projector.stop()
-            finish_projection(store, cfg, datadir)
+            if standby is None or standby.role.stepped_down is None:
+                finish_projection(store, cfg, datadir)  # else the new leader's projector does
         store.close()
 
 

@@ -51,6 +51,9 @@ class Standby(Protocol):
 
     role: Role
 
+    @property
+    def stopping(self) -> Callable[[], bool]: ...
+
     def lead(self, cfg: Config, store: JournaledStore, secret_box: SecretBox) -> Exchange: ...
 
 
@@ -282,6 +285,8 @@ def run(
             # A signal from now on means a graceful stop.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, server.handle_exit)
+            if standby is not None and standby.stopping():
+                server.should_exit = True  # signalled while it took over: stop at once
             server.run(sockets=[sock])
             if not server.started:
                 raise StartError("the server did not start (see the log above)")

@@ -16,6 +16,12 @@ from tradehall.cluster import LinkError
 
 log = logging.getLogger("tradehall.nats")
 
+PING_INTERVAL_S = 2
+MAX_OUTSTANDING_PINGS = 2
+"""A link that goes silent without closing (a partition, a peer frozen) is found stale after
+about ``PING_INTERVAL_S * (MAX_OUTSTANDING_PINGS + 1)`` seconds, not the client's default of
+minutes: an HA leader then steps down (``cluster.standby``), a gateway reconnects."""
+
 
 async def _log_error(exc: Exception) -> None:
     log.warning("NATS: %s", exc or type(exc).__name__)
@@ -34,6 +40,8 @@ async def connect(
             error_cb=_log_error,
             reconnected_cb=reconnected,
             pending_size=64 * 1024 * 1024,
+            ping_interval=PING_INTERVAL_S,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS,
         )
     except (OSError, TimeoutError, nats.errors.Error) as exc:
         raise LinkError(f"cannot connect to NATS at {url}: {exc or type(exc).__name__}") from None
@@ -49,6 +57,16 @@ def check_reachable(url: str) -> None:
         await nc.close()
 
     asyncio.run(probe())
+
+
+def reachable(url: str) -> bool:
+    """Whether NATS answers at ``url`` now (a standby about to lead)."""
+    try:
+        check_reachable(url)
+    except LinkError as exc:
+        log.warning("%s", exc)
+        return False
+    return True
 
 
 class Service:

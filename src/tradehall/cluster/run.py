@@ -27,7 +27,7 @@ from tradehall.cluster import HISTORY_WAIT_S
 from tradehall.cluster.engine_service import EngineService
 from tradehall.cluster.gateway import Gateway
 from tradehall.cluster.gateway_app import gateway_asgi
-from tradehall.cluster.link import check_reachable
+from tradehall.cluster.link import check_reachable, reachable
 from tradehall.cluster.standby import StandbyStart, recent_commands
 from tradehall.cluster.stream_relay import StreamRelay
 from tradehall.config import Config, LimitSettings
@@ -56,7 +56,10 @@ def run_engine(
     """With ``simulate`` the market simulation runs in the engine process (its participants
     trade through ``Exchange.apply``, as in ``serve``; ``tradehall sim`` drives it through the
     admin API)."""
-    check_reachable(nats_url)
+    if standby is None:
+        check_reachable(nats_url)
+    else:  # a standby needs NATS only to lead: it leads only if NATS answers then
+        standby.can_lead = lambda: reachable(nats_url)
 
     @contextlib.asynccontextmanager
     async def service(state: AppState) -> AsyncIterator[None]:

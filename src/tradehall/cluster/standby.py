@@ -349,13 +349,24 @@ def lead(
     *,
     announce: Callable[[], None],
     stopping: Callable[[], bool],
+    can_lead: Callable[[], bool] = lambda: True,
 ) -> Exchange:
     """Follow the journal as a standby until this engine leads; then fence, catch up and
     return the exchange, ready to serve (``server.run`` goes on as after a recovery)."""
     projections = store.projections
-    try_lead = getattr(projections, "try_lead", None)
-    if try_lead is None:
+    if getattr(projections, "try_lead", None) is None:
         raise StoreError("high availability (--standby) needs PostgreSQL (--database)")
+
+    def try_lead() -> bool:
+        """Win the lock, and keep it only if this engine can serve (NATS reachable)."""
+        if not projections.try_lead():  # type: ignore[attr-defined]
+            return False
+        if can_lead():
+            return True
+        projections.resign()  # type: ignore[attr-defined]
+        log.warning("standby: no leader, but this engine cannot reach NATS: not leading")
+        return False
+
     follower = Follower(config, store, secret_box, role.node)
     announced = False
     while True:
@@ -378,6 +389,8 @@ def lead(
                 if stopping():
                     raise Stopped() from None
                 time.sleep(0.1)
+    if stopping():  # asked to stop as it won: leave the lock to another standby
+        raise Stopped()
     won = time.perf_counter()
     projections.hold_lease(LEASE_S)  # type: ignore[attr-defined]
     role.renewed = time.monotonic()
@@ -472,8 +485,16 @@ class StandbyStart:
     role: Role
     announce: Callable[[], None]
     stopping: Callable[[], bool]
+    can_lead: Callable[[], bool] = lambda: True
+    """Whether this engine could serve if it led (NATS reachable), asked when it wins."""
 
     def lead(self, cfg: Config, store: JournaledStore, secret_box: SecretBox) -> Exchange:
         return lead(
-            cfg, store, secret_box, self.role, announce=self.announce, stopping=self.stopping
+            cfg,
+            store,
+            secret_box,
+            self.role,
+            announce=self.announce,
+            stopping=self.stopping,
+            can_lead=self.can_lead,
         )

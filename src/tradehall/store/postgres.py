@@ -180,6 +180,17 @@ class PostgresStore(SQLStore[PgConnection]):
                 self._connections.append(conn)
             return True
 
+    def resign(self) -> None:
+        """Give the lock back (a standby that won it but cannot serve): end the session."""
+        with self._writer_lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            with self._lock:
+                if writer in self._connections:
+                    self._connections.remove(writer)
+            with contextlib.suppress(*self.errors):
+                writer.close()
+
     def hold_lease(self, seconds: float) -> None:
         """Make the write session (and with it the lock) end after ``seconds`` without a
         statement: a leader frozen (SIGSTOP, a stalled machine) loses the lock, so that a

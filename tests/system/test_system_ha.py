@@ -825,13 +825,6 @@ def test_a_leader_cut_off_from_postgres_or_frozen_steps_down(venue: Venue) -> No
     print(f"takeovers: { {k: round(v, 2) for k, v in took.items()} }; {venue.log[-1]}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="bug (reported to the lead): the leader steps down after 2 s without NATS and"
-    " re-execs, but the new process's start-up check (run_engine: check_reachable) finds NATS"
-    " still unreachable and exits 1 ('cannot connect to NATS'): it never follows again",
-)
 def test_a_leader_cut_off_from_nats_steps_down(venue: Venue) -> None:
     """The leader's NATS connection dropped, and refused for 8 s (its link goes through a
     proxy of the test's own; the standby's link is not cut)."""

@@ -13,9 +13,11 @@ own records show that no two leaders ever committed (epochs never go back in seq
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import functools
+import gzip
 import itertools
 import json
 import os
@@ -34,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import websockets.asyncio.client
 
 from support import (
     NATS_URL,
@@ -47,6 +50,8 @@ from support import (
 )
 from tradehall.client import AdminClient, ApiError, Client
 from tradehall.datadir import DataDir
+
+DEPTH = "market_btcusdt_depth_step0"
 
 SYMBOL = "BTCUSDT"
 WRITERS = 6
@@ -318,23 +323,23 @@ class Writer:
         self.user_id = user_id
         self.book = Book()
         self.rng = random.Random(index)
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self, tag: str) -> None:
-        self._stop.clear()
+        self._stopping.clear()
         self._thread = threading.Thread(target=self._run, args=(tag,), daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
         if self._thread is not None:
             self._thread.join(60)
             assert not self._thread.is_alive(), f"writer {self.index} is stuck"
 
     def _run(self, tag: str) -> None:
         n = 0
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             n += 1
             try:
                 if n % 3 == 0 and self.book.resting:
@@ -564,7 +569,7 @@ def venue(tmp_path: Path) -> Iterator[Venue]:
     finally:
         with contextlib.suppress(Exception):
             for writer in found.writers:
-                writer._stop.set()
+                writer._stopping.set()
         found.stop()
 
 
@@ -749,12 +754,54 @@ def follows(venue: Venue, engine: Engine, since: int, scenario: str) -> None:
 # --------------------------------------------------------------------------- the tests
 
 
+class DepthWatch(threading.Thread):
+    """A client of the gateway's WebSocket stream following BTCUSDT's book: when each push
+    came (monotonic), over one connection for the whole test."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.pushes: list[float] = []
+        self.error: BaseException | None = None
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._follow())
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    async def _follow(self) -> None:
+        async with websockets.asyncio.client.connect(self.url, compression=None) as ws:
+            sub = {"event": "sub", "params": {"channel": DEPTH, "cb_id": "t"}}
+            await ws.send(json.dumps(sub))
+            while not self._stopping.is_set():
+                try:
+                    frame = await asyncio.wait_for(ws.recv(), 0.5)
+                except TimeoutError:
+                    continue
+                assert isinstance(frame, bytes), "every server frame is binary"
+                message = json.loads(gzip.decompress(frame))
+                if "ping" in message:
+                    await ws.send(json.dumps({"pong": message["ping"]}))
+                elif message.get("channel") == DEPTH and "tick" in message:
+                    self.pushes.append(time.monotonic())
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(10)
+
+
 def test_leader_killed_under_load_five_times_the_standby_takes_over(venue: Venue) -> None:
     """kill -9 of the leader while six writers place and cancel through the gateway: the
     standby leads; every acknowledged write is in the store, none applied twice; the old
     leader started again follows as a standby. Five times, the leaders alternating."""
     takeovers: list[float] = []
     leaders: list[str] = []
+    assert venue.gateway is not None
+    watch = DepthWatch("ws" + venue.gateway.url[len("http") :] + "/kline-api/ws")
+    watch.start()
+    last_takeover = 0.0
     for round_ in range(1, 6):
         scenario = f"kill -9, round {round_}"
         old, _ = venue.leader()
@@ -762,6 +809,7 @@ def test_leader_killed_under_load_five_times_the_standby_takes_over(venue: Venue
         venue.wait_acks([0] * WRITERS, 1, scenario)
         time.sleep(0.7)
         new, _, took = take_over(venue, old, old.kill, scenario)
+        last_takeover = time.monotonic()
         takeovers.append(took)
         leaders.append(new.name)
         since = len(old.lines)
@@ -773,6 +821,15 @@ def test_leader_killed_under_load_five_times_the_standby_takes_over(venue: Venue
         venue.note(f"{scenario}: {counts}")
         check_status(venue, new, old, scenario)
     assert leaders == ["e2", "e1", "e2", "e1", "e2"]
+    # One WebSocket connection, opened before the first kill, still gets the book's pushes
+    # from the fifth leader (the gateway restates its clients' channels to each new one).
+    venue.write("ws")
+    venue.wait_acks(venue.acks(), 3, "WebSocket after the takeovers")
+    watch.stop()
+    assert watch.error is None, f"the depth stream failed: {watch.error!r}"
+    assert any(at > last_takeover for at in watch.pushes), (
+        f"no depth push on the WebSocket after the last takeover ({len(watch.pushes)} before)"
+    )
     cli_audit(venue, "kill -9, after the fifth round")
     print(f"takeovers after kill -9: {[round(t, 2) for t in takeovers]} s; {venue.log[-1]}")
 

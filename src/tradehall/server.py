@@ -33,7 +33,6 @@ from tradehall.stream.log_filters import quiet_invalid_utf8
 
 if TYPE_CHECKING:
     from tradehall.cluster.standby import Role
-    from tradehall.secretbox import SecretBox
 
 log = logging.getLogger("tradehall.server")
 
@@ -54,7 +53,7 @@ class Standby(Protocol):
     @property
     def stopping(self) -> Callable[[], bool]: ...
 
-    def lead(self, cfg: Config, store: JournaledStore, secret_box: SecretBox) -> Exchange: ...
+    def lead(self, cfg: Config, store: JournaledStore, datadir: DataDir) -> Exchange: ...
 
 
 AppFactory = Callable[[Exchange, str, LimitSettings], ASGIApp]
@@ -244,7 +243,7 @@ def run(
         debug = os.environ.get("TRADEHALL_CHECK_INVARIANTS", "") not in ("", "0")
         with collector_paused():
             if standby is not None:
-                exchange = standby.lead(cfg, store, datadir.secret_box())
+                exchange = standby.lead(cfg, store, datadir)
             else:
                 exchange = open_exchange(
                     cfg, store, datadir.secret_box(), inline=False, check_invariants=debug

@@ -171,6 +171,7 @@ def test_no_answer_to_the_resend_either_is_a_503() -> None:
     with pytest.raises(ApiError) as refused:
         asyncio.run(run(lambda batch, number: None, gather(2), timeout=0.2))
     assert (refused.value.status, refused.value.code) == (503, -1001)
+    assert "outcome is unknown" in refused.value.msg  # it may have been applied
     assert time.monotonic() - started < 5
 
 
@@ -265,3 +266,15 @@ def test_with_engine_wait_no_engine_is_a_503_after_the_wait() -> None:
         asyncio.run(run(None, gather(1), engine_wait=0.5))
     assert (refused.value.status, refused.value.code) == (503, -1001)
     assert 0.4 < time.monotonic() - started < 2.5
+
+
+def test_with_engine_wait_a_lost_answer_is_resent_while_the_wait_lasts() -> None:
+    """A frozen leader takes the first sends; its successor leads seconds later: the gateway
+    resends (same ids) until it answers, for as long as --engine-wait-ms."""
+
+    def lose_two(batch: Commands, number: int) -> list[Answered] | None:
+        return None if number <= 2 else echo(batch, number)
+
+    answers, received = asyncio.run(run(lose_two, gather(2), timeout=0.3, engine_wait=1.5))
+    assert [a.body for a in answers] == [b"c-0", b"c-1"]
+    assert [b.attempt for b in received] == [1, 2, 2]

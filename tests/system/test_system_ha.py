@@ -928,3 +928,46 @@ def test_a_standby_that_fell_behind_catches_up_before_it_leads(venue: Venue) -> 
         f"{scenario}: {head - seen['seq']} records behind; took over in {took:.2f} s"
         f" (its own view: {status['takeoverSeconds']} s); {counts}"
     )
+
+
+def standby_refusal(data_dir: Path, database: str) -> dict[str, Any]:
+    """What `engine --standby` says when it cannot be a standby (it must exit, at once)."""
+    done = subprocess.run(
+        tradehall_command(
+            "engine", "--standby", "--data-dir", str(data_dir), "--database", database,
+            "--json", "--nats", NATS_URL, "--engine-subject", f"test-{uuid.uuid4().hex}",
+        ),
+        capture_output=True, text=True, timeout=30,
+        env={k: v for k, v in os.environ.items() if k != "TRADEHALL_SECRET_KEY"},
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    refusal: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return refusal
+
+
+def test_a_standby_that_cannot_be_one_says_why_and_exits(tmp_path: Path) -> None:
+    """A wrong --database, or a venue's store without its sealing key: told at once (an
+    operator must not believe a standby follows when it cannot)."""
+    for reason in (postgres_unreachable(), nats_unreachable()):
+        if reason:
+            pytest.skip(reason)
+    backend = Backend("postgresql")
+    try:
+        database = backend.database(tmp_path / "first")
+        schema = backend.schemas[tmp_path / "first"]
+        missing = database.replace(schema, f"{schema}_missing")
+        refusal = standby_refusal(tmp_path / "a", missing)
+        assert refusal["code"] == -1001 and "no schema" in refusal["msg"], refusal
+        # The venue's store exists (made by its first engine); this standby has no key.
+        made = subprocess.run(
+            tradehall_command(
+                "db", "upgrade", "--data-dir", str(tmp_path / "first"), "--database", database
+            ),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        refusal = standby_refusal(tmp_path / "b", database)
+        assert "sealing key" in refusal["msg"] and "secret.key" in refusal["msg"], refusal
+        assert not (tmp_path / "b" / "secret.key").exists()  # none made behind its back
+    finally:
+        backend.drop()

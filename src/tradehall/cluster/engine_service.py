@@ -732,6 +732,12 @@ class EngineService(Service):
     async def _answer(self, msg: Msg | None, answers: list[Answered], data: bytes) -> None:
         """Send ``data``, ``answers`` encoded in a ``Replies``, as the reply to ``msg``
         (fitted to NATS's maximum message size)."""
+        if self.role is not None and not self._leads(self.role):
+            # An HA engine that stopped leading answers nothing, not even the commands it
+            # could not commit: the new leader gets the same messages (or the gateway's
+            # resends), and its answer is the one that holds. An error from here could beat
+            # it and tell a client that an order the new leader placed was not.
+            return
         limit = self._max_payload()
         if len(data) > limit:
             data = encode(Replies(_fit(answers, limit), self.epoch, self.notes))
@@ -756,6 +762,10 @@ class EngineService(Service):
         (the process was frozen, its store unreachable) means another engine may lead now:
         it steps down."""
         if not role.leading:
+            return False
+        failure = self.state.exchange.failure
+        if failure is not None:  # its store failed: another engine may lead already
+            role.step_down(f"its store failed: {failure}")
             return False
         if role.lease_valid():
             return True

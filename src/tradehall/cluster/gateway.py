@@ -460,14 +460,17 @@ class Gateway(Service):
     ) -> list[Answered]:
         """The engine's answers to ``commands``, in order. A timeout (the message or its
         answer lost, NATS restarting) resends it once with the same ids, which the engine
-        answers without applying them again; no responder (no engine) answers 503 at once,
-        or once ``engine_wait`` has passed with none appearing."""
+        answers without applying them again (and again while ``engine_wait`` lasts); no
+        responder (no engine) answers 503 at once, or once ``engine_wait`` has passed with
+        none appearing."""
         nc = self.nc
         if nc is None:
             raise engine_unreachable("not connected to NATS")
         subject = f"{self.subject}.cmd"
         started = perf_counter()
-        for attempt in (first_attempt, 2):
+        attempt, sends = first_attempt, 0
+        while True:
+            sends += 1
             data = encode(PackedCommands(commands, first_sent, attempt))
             while True:
                 sent = perf_counter()
@@ -485,7 +488,12 @@ class Gateway(Service):
                 except nats.errors.Error as exc:
                     raise engine_unreachable(type(exc).__name__) from None
             if msg is None:
-                continue
+                # Sent once more, with the same ids (applied once at most); and more while
+                # ``engine_wait`` lasts: a frozen leader's successor takes over in seconds.
+                if sends < 2 or perf_counter() - started < self.engine_wait:
+                    attempt = 2
+                    continue
+                break
             self.round_trips.observe(perf_counter() - sent)
             replies = decode_replies(msg.data)
             answers = replies.answers
@@ -499,7 +507,12 @@ class Gateway(Service):
                 raise engine_unreachable("an answer that does not match the request")
             return answers
         self._engine_lost()
-        raise engine_unreachable("no answer in time")
+        raise ApiError(
+            Code.INTERNAL,
+            "the engine did not answer in time: if this was a write, its outcome is unknown"
+            " (look it up, by clientOrderId for an order, before sending it again)",
+            status=503,
+        )
 
     def _engine_lost(self) -> None:
         """No engine answers, or it says it cannot serve: kept reads are not served on (they

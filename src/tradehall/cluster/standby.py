@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tradehall.config import Config
+from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
 from tradehall.secretbox import SecretBox
 from tradehall.state_digest import ForkedDigest
@@ -82,7 +83,7 @@ REPORT = (
     " ON CONFLICT (node) DO UPDATE SET role = excluded.role, epoch = excluded.epoch,"
     " seq = excluded.seq, seen = excluded.seen, pid = excluded.pid"
 )
-FORGET_AFTER_MS = 3_600_000
+FORGET_AFTER_MS = 900_000
 """An engine not heard of for this long leaves ``ha_nodes``."""
 
 
@@ -139,7 +140,9 @@ def recent_commands(store: JournaledStore, upto: int) -> RecentCommands:
 class Follower:
     """A standby's exchange, following the journal."""
 
-    def __init__(self, config: Config, store: JournaledStore, secret_box: SecretBox, node: str):
+    def __init__(
+        self, config: Config, store: JournaledStore, secret_box: SecretBox | None, node: str
+    ):
         self.config = config
         self.store = store
         self.secret_box = secret_box
@@ -165,12 +168,19 @@ class Follower:
         first engine of a new venue): then it makes them itself. True if it leads."""
         projections, journal = self.store.projections, self.store.journal
         told = False
+        with projections._failing("looking for the schema"):
+            schema = projections._conn().execute("SELECT current_schema()").fetchone()
+        if schema is None or schema[0] is None:
+            raise StoreError(
+                "no schema of the search_path exists: create it first (CREATE SCHEMA ...)"
+                " or fix search_path"
+            )
         while not stopping():
             conn = projections._conn()
             with projections._failing("looking for the journal"):
-                ready = projections._exists(conn, "journal") and projections._exists(
-                    conn, "ha_nodes"
-                )
+                ready = projections._exists(conn, "journal")
+                if ready:
+                    conn.execute(NODES)  # IF NOT EXISTS: a store made before HA has none
             if ready:
                 journal._ready = True
                 return False
@@ -189,6 +199,7 @@ class Follower:
         """The exchange from the tables and the journal after them (a cold start), then the
         ids of the commands committed in the last ``ID_HORIZON_MS``."""
         began = time.perf_counter()
+        assert self.secret_box is not None
         exchange = Exchange(self.config, self.store, secret_box=self.secret_box)
         with collector_paused():
             exchange.recover()
@@ -344,7 +355,7 @@ class Role:
 def lead(
     config: Config,
     store: JournaledStore,
-    secret_box: SecretBox,
+    secret_box: Callable[[bool], SecretBox],
     role: Role,
     *,
     announce: Callable[[], None],
@@ -352,7 +363,13 @@ def lead(
     can_lead: Callable[[], bool] = lambda: True,
 ) -> Exchange:
     """Follow the journal as a standby until this engine leads; then fence, catch up and
-    return the exchange, ready to serve (``server.run`` goes on as after a recovery)."""
+    return the exchange, ready to serve (``server.run`` goes on as after a recovery).
+    ``secret_box(new)``: the venue's sealing key; ``new``: this engine made the store, so
+    it may make the key too (a standby of an existing venue must be given the leader's).
+
+    A store error before the first load stops the standby (a wrong ``--database`` is an
+    operator's mistake to be told at once); after it, the database is retried (it may be
+    restarting or failing over)."""
     projections = store.projections
     if getattr(projections, "try_lead", None) is None:
         raise StoreError("high availability (--standby) needs PostgreSQL (--database)")
@@ -367,12 +384,14 @@ def lead(
         log.warning("standby: no leader, but this engine cannot reach NATS: not leading")
         return False
 
-    follower = Follower(config, store, secret_box, role.node)
+    follower = Follower(config, store, None, role.node)
     announced = False
     while True:
         try:
             if follower.exchange is None:
                 led = follower.wait_for_store(try_lead, stopping)
+                if follower.secret_box is None:
+                    follower.secret_box = secret_box(led)
                 follower.load()
                 if not announced:
                     announce()
@@ -383,6 +402,8 @@ def lead(
         except Diverged:
             raise
         except StoreError as exc:  # the database restarting, failing over: wait for it
+            if not announced:
+                raise
             log.warning("standby: %s; trying again in %.0f s", exc, RETRY_S)
             deadline = time.monotonic() + RETRY_S
             while time.monotonic() < deadline:
@@ -488,7 +509,21 @@ class StandbyStart:
     can_lead: Callable[[], bool] = lambda: True
     """Whether this engine could serve if it led (NATS reachable), asked when it wins."""
 
-    def lead(self, cfg: Config, store: JournaledStore, secret_box: SecretBox) -> Exchange:
+    def lead(self, cfg: Config, store: JournaledStore, datadir: DataDir) -> Exchange:
+        datadir.clear_server()  # a leader's server.json, left by a kill, is not this run's
+
+        def secret_box(new_venue: bool) -> SecretBox:
+            box = datadir.existing_secret_box()
+            if box is not None:
+                return box
+            if new_venue:
+                return datadir.secret_box()  # made now, in the data folder
+            raise StoreError(
+                f"a standby needs the venue's sealing key: copy secret.key from the leader's"
+                f" data folder into {datadir.path}, or set TRADEHALL_SECRET_KEY"
+                " (docs/deployment.md, High availability)"
+            )
+
         return lead(
             cfg,
             store,

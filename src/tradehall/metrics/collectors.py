@@ -358,12 +358,18 @@ def _ha_metrics(store: JournaledStore) -> Iterator[Metric]:
     yield _gauge("tradehall_ha_leader", "1 while this engine leads.", 1 if view["leading"] else 0)
     yield _gauge("tradehall_ha_epoch", "The epoch this engine leads in.", view["epoch"])
     yield _gauge("tradehall_ha_standbys", "Standby engines that reported lately.", view["standbys"])
+    gone = [e for e in view["engines"] if e["role"] == "gone"]
+    yield _gauge(
+        "tradehall_ha_engines_gone",
+        "Engines that reported in the last 15 minutes but not in the last 3 seconds.",
+        len(gone),
+    )
     lag = GaugeMetricFamily(
         "tradehall_ha_standby_lag",
-        "Journal records a standby has still to replay.",
+        "Journal records a standby (or an engine gone silent) has still to replay.",
         labels=["node"],
     )
     for engine in view["engines"]:
-        if engine["role"] == "standby":
+        if engine["role"] in ("standby", "gone"):
             lag.add_metric([engine["node"]], engine["lag"])
     yield lag

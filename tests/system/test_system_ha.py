@@ -306,6 +306,9 @@ class Book:
     cancelled: set[int] = field(default_factory=set)
     """Orders whose cancel was acknowledged (or found applied)."""
     unknown: list[str] = field(default_factory=list)
+    refusals: dict[str, str] = field(default_factory=dict)
+    """503 answers that said the write was not made ("writes are stopped"), by clientOrderId:
+    none may turn out applied (an old leader's error must never beat the new leader's answer)."""
     """Placements answered 503/-1001 (outcome unknown), not yet looked up."""
     unknown_cancels: list[int] = field(default_factory=list)
     not_applied: set[str] = field(default_factory=set)
@@ -386,6 +389,8 @@ class Writer:
                 book.wrong.append(f"placement {cid}: {exc.status} {exc.code} {exc}")
                 return
             book.unknown.append(cid)
+            if "writes are stopped" in exc.msg:
+                book.refusals[cid] = exc.msg
             time.sleep(0.1)
             return
         book.placed[cid] = int(answer["orderId"])
@@ -590,6 +595,9 @@ def settle_unknowns(venue: Venue, scenario: str) -> tuple[int, int]:
                 book.not_applied.add(cid)
                 never += 1
                 continue
+            assert cid not in book.refusals, (
+                f"{scenario}: {cid} was answered 503 {book.refusals[cid]!r}, yet it was applied"
+            )
             book.placed[cid] = int(order["orderId"])
             if cid.endswith("r") and order["status"] == "NEW":
                 book.resting[int(order["orderId"])] = cid

@@ -15,6 +15,7 @@ from tradehall.engine.futures_model import futures_account
 from tradehall.exchange import Exchange
 from tradehall.sim.accounts import participant_market
 from tradehall.store import prune
+from tradehall.store.base import StoreError
 from tradehall.store.journaled import JournaledStore
 from tradehall.store.writer import GroupCommitter
 
@@ -136,6 +137,11 @@ class Pruner:
             await asyncio.sleep(self.settings.interval_s)
             try:
                 pruned = await self.run_pass()
+            except StoreError as exc:
+                if self.exchange.failure is None:  # a failed store is said once, elsewhere
+                    log.error(
+                        "pruning failed (nothing is lost: the next pass tries again): %s", exc
+                    )
             except Exception:
                 log.exception("pruning failed (nothing is lost: the next pass tries again)")
             else:

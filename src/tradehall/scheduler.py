@@ -18,6 +18,7 @@ from tradehall.engine.commands import AccrueInterest, FuturesTick
 from tradehall.engine.index_sources import NONE, THIN, USED
 from tradehall.engine.margin import HOUR_MS
 from tradehall.exchange import Exchange
+from tradehall.store.base import StoreError
 from tradehall.store.writer import GroupCommitter
 
 log = logging.getLogger("tradehall.scheduler")
@@ -79,6 +80,9 @@ class Scheduler:
         while True:
             try:
                 await self.tick()
+            except StoreError as exc:  # the store failed (fail-stop): said once, elsewhere
+                if self.exchange.failure is None:
+                    log.error("scheduled command failed: %s", exc)
             except Exception:
                 log.exception("scheduled command failed")
             await asyncio.sleep(self.interval_s)

@@ -126,7 +126,8 @@ class PostgresStore(SQLStore[PgConnection]):
             if self._writer is not None:
                 if self._writer.closed:
                     raise StoreError(
-                        "the write connection to PostgreSQL was lost; restart to recover"
+                        "the write connection to PostgreSQL was lost (an HA engine steps down;"
+                        " another restarts to recover)"
                     )
                 return self._writer
             conn = self._connect()

@@ -88,7 +88,7 @@ def test_a_follower_that_reaches_another_state_stops(tmp_path: Path) -> None:
         follower.step()
 
 
-def test_recent_commands_are_the_journals_last_minute(tmp_path: Path) -> None:
+def test_recent_commands_are_the_journals_last_seconds(tmp_path: Path) -> None:
     store = journaled_store(tmp_path / "tradehall.db")
     live = leader(store)
     old = time.time_ns() // 1_000_000 - 120_000  # two minutes ago: beyond the horizon

@@ -59,7 +59,7 @@ POLL_MAX_S = 0.02
 long after each look that found nothing, up to ``POLL_MAX_S`` (as the projector does)."""
 REPORT_S = 1.0
 """How often an engine writes its position in ``ha_nodes`` (the operator's view)."""
-ID_HORIZON_MS = 60_000
+ID_HORIZON_MS = 20_000
 """Command ids of the journal's records this recent are kept by a standby: a gateway's
 resend (within twice its timeout of the first send) to a new leader is then answered from
 them, never applied twice."""

@@ -16,6 +16,9 @@ standby following the journal costs its leader.
      journal; after each takeover the killed engine is started again as a standby (its load
      time is ``restart_load_s``), and the next takeover kills the other one (the leaders
      alternate).
+   - *frozen* (``--kinds``, not by default): as warm, but the leader is stopped (SIGSTOP)
+     rather than killed: as when its machine or network is lost, nothing closes its
+     sessions, and its lock is free only once its lease ran out (then it is killed).
    - *cold*: no standby runs; an engine is started (same command) right after the kill (once
      the killed process is reaped), so its time includes the process's start and the
      loading of the exchange.
@@ -122,6 +125,9 @@ class TakeoverSpec:
     the exchange: the killed engine's restart, warm, or the new engine's, cold)."""
     big: int = 1_000_000
     kinds: tuple[str, ...] = ("warm", "cold")
+    """Also ``frozen``: as warm, but the leader is stopped (SIGSTOP) instead of killed, as
+    when its machine or its network is lost: its sessions stay open, and the lock is free
+    only once PostgreSQL ended its write session, idle past the lease (3 s)."""
     rate: float = 200.0
     """Placements a second of the writer (each sent on time, whether or not the ones before
     it were answered)."""
@@ -515,13 +521,19 @@ def one_takeover(
         if not any(a.outcome == "ok" for a in writer.attempts):
             sample = writer.attempts[:3]
             raise RuntimeError(f"no placement acknowledged before the kill: {sample}")
-        kill_at, reaped_at = leader.kill9()
+        if kind == "frozen":
+            kill_at, reaped_at = time.time(), None
+            os.kill(leader.pid, signal.SIGSTOP)
+        else:
+            kill_at, reaped_at = leader.kill9()
         successor = standby if standby is not None else cluster.start(leader.node)
         successor.wait_for("leader", spec.timeout)
         first = first_ack_after(writer, kill_at, 60)
         if first is None:
             raise RuntimeError("no placement acknowledged after the takeover")
         time.sleep(spec.tail)
+    if kind == "frozen":
+        leader.kill9()  # it would step down once resumed; the partition tests see to that
     events = successor.events()
     attempts = writer.attempts
     in_flight = [a for a in attempts if a.sent <= kill_at < a.answered - spec.in_transit_s]
@@ -540,7 +552,7 @@ def one_takeover(
         "epoch": events["epoch"],
         "takeover_s": first.answered - kill_at,
         "detection_s": lead_at - events["internal_s"] - kill_at,
-        "reaped_s": reaped_at - kill_at,
+        "reaped_s": None if reaped_at is None else reaped_at - kill_at,
         "internal_s": events["internal_s"],
         "serve_to_first_ack_s": first.answered - lead_at,
         "announced_s": successor.announced["leader"][0] - kill_at,
@@ -614,7 +626,7 @@ def takeovers_at(
         standby: EngineProcess | None = None
         for kind in spec.kinds:
             trials = []
-            if kind == "warm" and standby is None:
+            if kind != "cold" and standby is None:
                 standby = cluster.start("B" if leader.node == "A" else "A")
             if kind == "cold" and standby is not None:
                 standby.stop()
@@ -636,7 +648,7 @@ def takeovers_at(
                     + f"); {check['acked']} acked, {check['lost_count']} lost,"
                     f" {len(check['applied_twice'])} applied twice"
                 )
-                if kind == "warm":
+                if kind != "cold":
                     standby = cluster.start(trial["killed"])
                     standby.wait_for("standby", spec.timeout)
                     trial["restart_load_s"] = standby.events().get("load_s")
@@ -656,9 +668,10 @@ def _s(value: float | None) -> str:
 # --------------------------------------------------------------------------- cost of following
 
 
-def flood_command(rng: random.Random, number: int, keys: list[str]) -> Any:
+def flood_command(rng: random.Random, command_id: str, keys: list[str]) -> Any:
     """A pre-admitted placement as a gateway forwards it: BUY or SELL LIMIT within 20 ticks
-    of 20000.00 either way, so that about half trade and the book stays small."""
+    of 20000.00 either way, so that about half trade and the book stays small. The id must
+    be new to the engine: one it committed lately is answered without being applied again."""
     from tradehall.cluster.protocol import Forwarded, wire_params
 
     params = {
@@ -669,7 +682,7 @@ def flood_command(rng: random.Random, number: int, keys: list[str]) -> Any:
         "price": f"{20000 + rng.randint(-20, 20)}.00",
     }
     return Forwarded(
-        f"ha-flood-{number}", "POST", "/spot/open/sapi/v1/order", wire_params(params),
+        command_id, "POST", "/spot/open/sapi/v1/order", wire_params(params),
         rng.choice(keys), "127.0.0.1",
     )  # fmt: skip
 
@@ -693,10 +706,11 @@ async def flood(
     stop = measure_from + spec.duration
     count = 0
     cpu: list[dict[str, float | None]] = []
+    prefix = f"ha-flood-{uuid.uuid4().hex[:12]}-"
 
     async def send() -> None:
         nonlocal count
-        commands = [flood_command(rng, count + i, keys) for i in range(FLOOD_BATCH)]
+        commands = [flood_command(rng, f"{prefix}{count + i}", keys) for i in range(FLOOD_BATCH)]
         count += FLOOD_BATCH
         t0 = pc()
         msg = await nc.request(

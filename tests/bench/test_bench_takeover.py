@@ -1,6 +1,6 @@
-"""The high-availability benchmark kills leaders under a writer's load, checks the store after
-each takeover and measures the cost of following (its figures are in docs/deployment.md;
-nothing here is timed)."""
+"""The high-availability benchmark kills (or freezes) leaders under a writer's load, checks the
+store after each takeover and measures the cost of following (nothing here is timed but the
+frozen leader's lease, which holds its lock for seconds by design)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ def test_a_small_run_reports_takeovers_and_the_cost_of_following(tmp_path: Path)
     out = tmp_path / "takeover.json"
     args = ["--sizes", "300", "--takeovers", "1", "--database", PG_URL, "--nats", NATS_URL]
     args += ["--rounds", "1", "--duration", "0.5", "--warmup", "0.2", "--accounts", "40"]
-    args += ["--fixed-rate", "500"]
+    args += ["--fixed-rate", "500", "--kinds", "warm,cold,frozen"]
     takeover.main([*args, "--out", str(out)])
     report = json.loads(out.read_text())
     (size,) = report["takeover"]
     assert size["build"]["open_orders"] == 300
-    assert set(size["kinds"]) == {"warm", "cold"}
+    assert set(size["kinds"]) == {"warm", "cold", "frozen"}
     for kind, measured in size["kinds"].items():
         (trial,) = measured["trials"]
         assert trial["kind"] == kind and trial["new_leader"] in ("A", "B")
@@ -40,6 +40,8 @@ def test_a_small_run_reports_takeovers_and_the_cost_of_following(tmp_path: Path)
     assert warm["detection_s"] is not None and warm["restart_load_s"] is not None
     assert cold["detection_s"] is None and cold["load_s"] >= 0
     assert cold["spawn_to_loaded_s"] > cold["load_s"]
+    frozen = size["kinds"]["frozen"]["trials"][0]
+    assert frozen["reaped_s"] is None and frozen["detection_s"] > 1  # its lease ran out
     following = report["following"]
     (measured_round,) = following["rounds"]
     for setting in ("alone", "followed"):

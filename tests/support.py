@@ -508,3 +508,48 @@ def start_gateway(
             time.sleep(0.05)
     gateway.stop(signal.SIGKILL)
     raise RuntimeError("gateway did not answer in time")
+
+
+def start_standby(data_dir: Path, subject: str, *extra: str, nats: str = NATS_URL) -> ServerProcess:
+    """`tradehall engine --standby` once it follows (its first line says so): no admin URL
+    until it leads (``wait_leading``)."""
+    proc = subprocess.Popen(
+        tradehall_command(
+            "engine", "--standby", "--data-dir", str(data_dir), "--json", "--nats", nats,
+            "--engine-subject", subject, *extra,
+        ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    line = _announced(proc, "standby")
+    assert line.get("role") == "standby", line
+    return ServerProcess(data_dir, proc, "", None)
+
+
+def wait_leading(engine: ServerProcess) -> dict[str, Any]:
+    """The standby's next line, which says it leads; its ``url`` becomes the admin API's."""
+    line = _announced(engine.proc, "leader")
+    assert line.get("role") == "leader", line
+    engine.url, engine.demo = line["url"], line.get("demo")
+    return line
+
+
+def start_ha_pair(
+    first: Path, second: Path, subject: str, database: str, *extra: str
+) -> list[ServerProcess]:
+    """Two `engine --standby` on one PostgreSQL store: the first leads (it makes the store
+    and the sealing key), the second, given the key, follows. [leader, standby]; the caller
+    stops them."""
+    engines = [start_standby(first, subject, "--node", "engine-a", "--database", database, *extra)]
+    try:
+        wait_leading(engines[0])
+        second.mkdir(parents=True, exist_ok=True)
+        (second / "secret.key").write_bytes((first / "secret.key").read_bytes())
+        engines.append(
+            start_standby(second, subject, "--node", "engine-b", "--database", database, *extra)
+        )
+    except BaseException:
+        for engine in engines:
+            engine.stop(signal.SIGKILL)
+        raise
+    return engines

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -22,7 +23,15 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import ServerProcess, nats_unreachable, start_engine, start_gateway
+from support import (
+    Backend,
+    ServerProcess,
+    nats_unreachable,
+    postgres_unreachable,
+    start_engine,
+    start_gateway,
+    start_ha_pair,
+)
 from tradehall.client import AdminClient
 from tradehall.datadir import DataDir
 
@@ -85,10 +94,48 @@ def live_names(tmp_path: Path) -> Iterator[set[str]]:
             process.stop(signal.SIGKILL)
 
 
+HA = "tradehall_ha_"
+"""Metrics of an HA leader only (``engine --standby``): checked on one."""
+
+
 def test_every_metric_the_dashboard_and_the_rules_name_exists(live_names: set[str]) -> None:
     wanted = named(dashboard_exprs()) | named([rule["expr"] for rule in rules()])
     assert len(wanted) > 30
-    assert sorted(wanted - live_names) == []
+    assert sorted(n for n in wanted - live_names if not n.startswith(HA)) == []
+
+
+def test_the_high_availability_rules_name_what_an_ha_leader_serves(tmp_path: Path) -> None:
+    for reason in (nats_unreachable(), postgres_unreachable()):
+        if reason:
+            pytest.skip(reason)
+    wanted = {n for n in named([rule["expr"] for rule in rules()]) if n.startswith(HA)}
+    assert len(wanted) >= 4
+    backend = Backend("postgresql")
+    engines: list[ServerProcess] = []
+    try:
+        subject = f"test-{uuid.uuid4().hex}"
+        database = backend.database(tmp_path / "a")
+        engines = start_ha_pair(tmp_path / "a", tmp_path / "b", subject, database)
+        token = DataDir(engines[0].data_dir).read_token()
+        assert token is not None
+        assert time_for_a_report(engines[0], token), "the standby never reported"
+        served = scrape(engines[0].url + "/metrics", token)
+        assert sorted(wanted - served) == []
+    finally:
+        for engine in reversed(engines):
+            engine.stop()
+        backend.drop()
+
+
+def time_for_a_report(leader: ServerProcess, token: str) -> bool:
+    """The standby's first report (every second) reaches the leader's view: its lag then
+    appears in the metrics."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if "tradehall_ha_standby_lag" in scrape(leader.url + "/metrics", token):
+            return True
+        time.sleep(0.3)
+    return False
 
 
 def test_the_dashboard_imports_as_it_is() -> None:

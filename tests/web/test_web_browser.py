@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,15 +20,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from support import (
-    NATS_URL,
     Backend,
     ServerProcess,
     nats_unreachable,
     postgres_unreachable,
     start_engine,
     start_gateway,
+    start_ha_pair,
     start_server,
-    tradehall_command,
 )
 from tradehall.client import AdminClient, Client
 from tradehall.web.screenshots import CHROMIUM
@@ -397,15 +394,7 @@ def test_operator_view_shows_the_leader_and_its_standby(tmp_path: Path, page: Wa
     database = backend.database(first)
     engines: list[ServerProcess] = []
     try:
-        engines.append(start_standby(first, subject, "--node", "engine-a", "--database", database))
-        proc = engines[0].proc
-        assert proc.stdout is not None
-        leading = json.loads(proc.stdout.readline() or "{}")  # the first engine leads
-        assert leading.get("role") == "leader", leading
-        engines[0].url = leading["url"]
-        second.mkdir()
-        (second / "secret.key").write_bytes((first / "secret.key").read_bytes())
-        engines.append(start_standby(second, subject, "--node", "engine-b", "--database", database))
+        engines = start_ha_pair(first, second, subject, database)
         token = (first / "admin.token").read_text().strip()
         with AdminClient(engines[0].url, token) as admin:
             deadline = time.monotonic() + 15
@@ -427,22 +416,6 @@ def test_operator_view_shows_the_leader_and_its_standby(tmp_path: Path, page: Wa
         for engine in reversed(engines):
             engine.stop()
         backend.drop()
-
-
-def start_standby(data_dir: Path, subject: str, *extra: str) -> ServerProcess:
-    """`tradehall engine --standby` that follows (its first line says so): no admin URL."""
-    proc = subprocess.Popen(
-        tradehall_command(
-            "engine", "--standby", "--data-dir", str(data_dir), "--json", "--nats", NATS_URL,
-            "--engine-subject", subject, *extra,
-        ),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    line = json.loads(proc.stdout.readline() or "{}")
-    assert line.get("role") == "standby", line
-    return ServerProcess(data_dir, proc, "", None)
 
 
 def test_operator_view_refuses_a_wrong_token(venue: Venue, page: Watched) -> None:

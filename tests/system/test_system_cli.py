@@ -361,10 +361,7 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
         sell = c.create_order("BTCUSDT", "SELL", "LIMIT", "0.04", price="30000")
         assert sell["status"] == "FILLED"
         assert b.get_order("BTCUSDT", order["orderId"])["status"] == "PARTIALLY_FILLED"
-        bob_seen, carol_seen = parallel(
-            lambda: free_locked(data_dir, bob["id"], True),
-            lambda: free_locked(data_dir, carol["id"], True),
-        )
+        bob_seen, carol_seen = free_locked(data_dir, bob["id"]), free_locked(data_dir, carol["id"])
         assert (bob_seen, carol_seen) == (account_of(b), account_of(c))
 
         # Idempotency and refusals behave as offline, through the admin API.
@@ -410,11 +407,9 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
             c.account()
         assert (denied.value.status, denied.value.code) == (401, -2015)
 
-    users, audit, human = parallel(
-        lambda: ok(data_dir, "user", "list", process=True)["users"],
-        lambda: run(data_dir, "audit", "--json"),
-        lambda: run(data_dir, "balances", "--user", bid),
-    )
+    users = ok(data_dir, "user", "list")["users"]
+    audit = inline(data_dir, "audit", "--json")
+    human = inline(data_dir, "balances", "--user", bid)
     assert [u["name"] for u in users] == ["bob", "carol"]
     fees = {b["asset"]: (b["free"], b["locked"]) for b in admin.balances(0)["balances"]}
     assert fees["BTC"] == ("0.00003200", "0.00000000")  # maker 0.08 % of 0.04 BTC bought

@@ -23,7 +23,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Results:
         sys.executable, "-m", "bench", "--quick", "--out", str(out),
         "--engine-commands", "3000", "--engine-accounts", "200", "--profile-commands", "1000",
         "--wire-accounts", "8", "--wire-duration", "1.0", "--wire-step", "0.5",
-        "--wire-fractions", "0.5,0.8",
+        "--wire-fractions", "0.8",
         "--recovery-orders", "300,600", "--history-trades", "1500", "--recovery-accounts", "20",
         "--memory-orders", "1000", "--memory-accounts", "300",
     ]  # fmt: skip

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -24,12 +23,12 @@ from stream_support import decode, open_ws, send, subscribe, until
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from cli_support import tradehall_inline
 from support import (
     ServerProcess,
     nats_unreachable,
     start_engine,
     start_gateway,
-    tradehall_command,
 )
 from tradehall.client import ApiError, Client
 
@@ -203,13 +202,7 @@ def test_the_market_simulation_runs_in_the_engine_and_reaches_gateway_clients(
             assert pushed["tick"]["data"][0]["price"]
 
     asyncio.run(asyncio.wait_for(a_trade_is_pushed(), 60))
-    status = json.loads(
-        subprocess.run(
-            tradehall_command("sim", "status", "--data-dir", str(data), "--json"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    )
+    done = tradehall_inline("sim", "status", "--data-dir", str(data), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads(done.stdout)
     assert status["running"] is True and status["participants"]

@@ -12,17 +12,19 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from cli_support import tradehall_inline
 from support import start_server, tradehall_command
 
 
-def cli(data_dir: Path, *args: str, expect: int = 0) -> Any:
-    proc = subprocess.run(
-        tradehall_command(*args, "--data-dir", str(data_dir), "--json"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def cli(data_dir: Path, *args: str, expect: int = 0, process: bool = False) -> Any:
+    """A --json command, in this process (cli_support) or, with ``process``, in its own."""
+    argv = [*args, "--data-dir", str(data_dir), "--json"]
+    if process:
+        proc = subprocess.run(
+            tradehall_command(*argv), capture_output=True, text=True, timeout=60, check=False
+        )
+    else:
+        proc = tradehall_inline(*argv)
     assert proc.returncode == expect, (args, proc.stdout, proc.stderr)
     return json.loads(proc.stdout)
 
@@ -30,7 +32,7 @@ def cli(data_dir: Path, *args: str, expect: int = 0) -> Any:
 def test_cli_actions_offline_and_online_are_in_the_trail(tmp_path: Path) -> None:
     data = tmp_path / "data"
     agent = f"cli:{getpass.getuser()}@{socket.gethostname()}"
-    user = cli(data, "user", "create", "--name", "ops")
+    user = cli(data, "user", "create", "--name", "ops", process=True)
     refused = cli(data, "deposit", "--user", "99", "--asset", "USDT", "--amount", "1", expect=1)
     offline = cli(data, "admin-log")["entries"]
     assert [(e["action"], e["actor"], e["agent"], e["result"]) for e in offline] == [
@@ -41,7 +43,9 @@ def test_cli_actions_offline_and_online_are_in_the_trail(tmp_path: Path) -> None
 
     server = start_server(data)
     try:
-        cli(data, "deposit", "--user", str(user["id"]), "--asset", "USDT", "--amount", "5")
+        # (A process of its own, as the operator's: the agent recorded is still the CLI's.)
+        deposit = ("deposit", "--user", str(user["id"]), "--asset", "USDT", "--amount", "5")
+        cli(data, *deposit, process=True)
         online = cli(data, "admin-log", "--limit", "2")["entries"]
         assert [e["id"] for e in online] == [3, 2]
         assert online[0]["action"] == "deposit" and online[0]["agent"] == agent

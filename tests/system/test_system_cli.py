@@ -1,6 +1,13 @@
-"""The operator command line as a script drives it: real `python -m tradehall ...` processes,
-`--json` output parsed, exit statuses checked; first with no server on the data folder (the CLI
-opens the store itself), then with a server running on it (the CLI goes through the admin API).
+"""The operator command line as a script drives it: `--json` output parsed, exit statuses
+checked; first with no server on the data folder (the CLI opens the store itself), then with a
+server running on it (the CLI goes through the admin API).
+
+Real `python -m tradehall ...` processes wherever the process itself is what is tested: its
+own stdout and stderr (the creation note, no traceback), its environment, a lock another
+process holds, commands side by side beside a server, `serve`; and at least once for each kind
+of answer (a result, a refusal, a usage error, offline and through a server). The rest run the
+same entry point in this process (cli_support), which answers the same without a second of
+imports per command.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import re
 import sqlite3
 import stat
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -20,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from cli_support import tradehall_inline
 from support import Backend, tradehall_command
 from tradehall.client import AdminClient, ApiError, Client
 
@@ -30,7 +39,8 @@ HEX32 = re.compile(r"[0-9a-f]{32}")
 def run(
     data_dir: Path | None, *args: str, timeout: float = CLI_TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
-    """One CLI command; it ends by itself (subprocess.run kills it on timeout)."""
+    """One CLI command in a process of its own; it ends by itself (subprocess.run kills it on
+    timeout)."""
     argv = list(args)
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
@@ -39,18 +49,30 @@ def run(
     )
 
 
-def ok(data_dir: Path | None, *args: str) -> Any:
-    """A --json command that must succeed: exit 0 and exactly one JSON line on stdout."""
-    proc = run(data_dir, *args, "--json")
+def inline(data_dir: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """One CLI command in this process (never from two threads at once)."""
+    argv = list(args)
+    if data_dir is not None:
+        argv += ["--data-dir", str(data_dir)]
+    return tradehall_inline(*argv)
+
+
+def ok(data_dir: Path | None, *args: str, process: bool = False) -> Any:
+    """A --json command that must succeed: exit 0 and exactly one JSON line on stdout (in a
+    process of its own with ``process``)."""
+    proc = (run if process else inline)(data_dir, *args, "--json")
     assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout
     return json.loads(lines[0])
 
 
-def fails(data_dir: Path | None, *args: str, code: int | None = None) -> dict[str, Any]:
-    """A --json command that must fail: exit 1 and one JSON error {"code", "msg"} on stdout."""
-    proc = run(data_dir, *args, "--json")
+def fails(
+    data_dir: Path | None, *args: str, code: int | None = None, process: bool = False
+) -> dict[str, Any]:
+    """A --json command that must fail: exit 1 and one JSON error {"code", "msg"} on stdout
+    (in a process of its own with ``process``)."""
+    proc = (run if process else inline)(data_dir, *args, "--json")
     assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout
@@ -63,13 +85,14 @@ def fails(data_dir: Path | None, *args: str, code: int | None = None) -> dict[st
     return error
 
 
-def free_locked(data_dir: Path, user: int) -> dict[str, tuple[str, str]]:
-    result = ok(data_dir, "balances", "--user", str(user))
+def free_locked(data_dir: Path, user: int, process: bool = False) -> dict[str, tuple[str, str]]:
+    result = ok(data_dir, "balances", "--user", str(user), process=process)
     return {b["asset"]: (b["free"], b["locked"]) for b in result["balances"]}
 
 
 def parallel(*jobs: Callable[[], Any]) -> list[Any]:
-    """Run independent commands side by side; results in the order given."""
+    """Run independent commands side by side (each in a process of its own: the in-process
+    runner swaps this process's streams); results in the order given."""
     with ThreadPoolExecutor(len(jobs)) as pool:
         futures = [pool.submit(job) for job in jobs]
         return [f.result() for f in futures]
@@ -185,7 +208,9 @@ def test_offline_refusals_change_nothing_and_audit_catches_tampering(data_dir: P
     fd = os.open(data_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        error = fails(data_dir, "deposit", "--user", "1", "--asset", "USDT", "--amount", "1")
+        error = fails(
+            data_dir, "deposit", "--user", "1", "--asset", "USDT", "--amount", "1", process=True
+        )
         assert "in use" in error["msg"]
     finally:
         os.close(fd)
@@ -206,14 +231,14 @@ def test_offline_refusals_change_nothing_and_audit_catches_tampering(data_dir: P
         assert changed == 1
     finally:
         db.close()
-    proc = run(data_dir, "audit", "--json")
+    proc = inline(data_dir, "audit", "--json")
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["ok"] is False and len(report["problems"]) >= 1
     assert any("USDT" in problem for problem in report["problems"])
     usdt = next(a for a in report["assets"] if a["asset"] == "USDT")
     assert (usdt["held"], usdt["depositsMinusWithdrawals"]) == ("10.00000001", "10.00000000")
-    human = run(data_dir, "audit")
+    human = inline(data_dir, "audit")
     assert human.returncode == 1 and "VIOLATIONS" in human.stdout
 
 
@@ -257,7 +282,7 @@ def test_offline_views_json_and_human(data_dir: Path) -> None:
         assert p["makerFee"] == "0.0008" and p["takerFee"] == "0.001"
         assert p["marketOrders"] is True and p["trading"] is True
 
-    report = run(data_dir, "audit", "--json")
+    report = inline(data_dir, "audit", "--json")
     assert report.returncode == 0
     audit = json.loads(report.stdout)
     assert audit["ok"] is True and audit["problems"] == []
@@ -270,24 +295,24 @@ def test_offline_views_json_and_human(data_dir: Path) -> None:
     }
 
     # Human output names the assets and symbols, and is not JSON.
-    human = run(data_dir, "balances", "--user", "1")
+    human = inline(data_dir, "balances", "--user", "1")
     assert human.returncode == 0, human.stderr
     for word in ("BTC", "ETH", "USDT", "1.50000000", "user 1"):
         assert word in human.stdout
     with pytest.raises(json.JSONDecodeError):
         json.loads(human.stdout)
-    human = run(data_dir, "markets")
+    human = inline(data_dir, "markets")
     assert human.returncode == 0, human.stderr
     for word in ("BTCUSDT", "ETHUSDT", "ETHBTC", "BTC", "ETH", "USDT"):
         assert word in human.stdout
     # true, false and null as --json writes them, not Python's True, False and None.
-    human = run(data_dir, "deposit", "--user", "1", "--asset", "ETH", "--amount", "1")
+    human = inline(data_dir, "deposit", "--user", "1", "--asset", "ETH", "--amount", "1")
     assert "duplicate: false" in human.stdout.splitlines(), human.stdout
-    system = run(data_dir, "system").stdout
+    system = inline(data_dir, "system").stdout
     assert not any(word in system.split() for word in ("True", "False", "None")), system
 
     # Errors without --json: a message on stderr, nothing on stdout, exit 1.
-    bad = run(data_dir, "withdraw", "--user", "1", "--asset", "BTC", "--amount", "2")
+    bad = inline(data_dir, "withdraw", "--user", "1", "--asset", "BTC", "--amount", "2")
     assert bad.returncode == 1 and bad.stdout == ""
     assert "insufficient" in bad.stderr.lower()
 
@@ -309,12 +334,12 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
     carol = ok(data_dir, "user", "create", "--name", "carol")
     # (Independent commands run side by side: the server serializes them itself.)
     bob_key, carol_key, dep, _ = parallel(
-        lambda: ok(data_dir, "key", "create", "--user", str(bob["id"])),
-        lambda: ok(data_dir, "key", "create", "--user", str(carol["id"])),
+        lambda: ok(data_dir, "key", "create", "--user", str(bob["id"]), process=True),
+        lambda: ok(data_dir, "key", "create", "--user", str(carol["id"]), process=True),
         lambda: ok(data_dir, "deposit", "--user", str(bob["id"]), "--asset", "USDT",
-                   "--amount", "10000", "--tx-id", "bob-1"),
+                   "--amount", "10000", "--tx-id", "bob-1", process=True),
         lambda: ok(data_dir, "deposit", "--user", str(carol["id"]), "--asset", "BTC",
-                   "--amount", "1", "--tx-id", "carol-1"),
+                   "--amount", "1", "--tx-id", "carol-1", process=True),
     )  # fmt: skip
     assert dep["duplicate"] is False
 
@@ -336,23 +361,21 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
         sell = c.create_order("BTCUSDT", "SELL", "LIMIT", "0.04", price="30000")
         assert sell["status"] == "FILLED"
         assert b.get_order("BTCUSDT", order["orderId"])["status"] == "PARTIALLY_FILLED"
-        bob_seen, carol_seen = parallel(
-            lambda: free_locked(data_dir, bob["id"]), lambda: free_locked(data_dir, carol["id"])
-        )
+        bob_seen, carol_seen = free_locked(data_dir, bob["id"]), free_locked(data_dir, carol["id"])
         assert (bob_seen, carol_seen) == (account_of(b), account_of(c))
 
         # Idempotency and refusals behave as offline, through the admin API.
         bid = str(bob["id"])
         again, *_ = parallel(
             lambda: ok(data_dir, "deposit", "--user", bid, "--asset", "USDT",
-                       "--amount", "10000", "--tx-id", "bob-1"),
+                       "--amount", "10000", "--tx-id", "bob-1", process=True),
             lambda: fails(data_dir, "deposit", "--user", bid, "--asset", "USDT",
-                          "--amount", "9999", "--tx-id", "bob-1", code=-1102),
+                          "--amount", "9999", "--tx-id", "bob-1", code=-1102, process=True),
             # Locked funds cannot be withdrawn: only the 7000.5 free.
             lambda: fails(data_dir, "withdraw", "--user", bid, "--asset", "USDT",
-                          "--amount", "7000.50000001", code=-2017),
+                          "--amount", "7000.50000001", code=-2017, process=True),
             lambda: fails(data_dir, "deposit", "--user", bid, "--asset", "USDT",
-                          "--amount", "1.123456789", code=-1111),
+                          "--amount", "1.123456789", code=-1111, process=True),
         )  # fmt: skip
         assert again["duplicate"] is True and again["transferId"] == dep["transferId"]
         assert account_of(b)["USDT"] == ("7000.50000000", "1800.00000000")
@@ -364,8 +387,9 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
         # Read-only and IP-restricted keys made by the CLI are enforced by the server at once.
         ro, far = parallel(
             lambda: ok(data_dir, "key", "create", "--user", bid, "--read-only",
-                       "--ip", "127.0.0.0/8"),
-            lambda: ok(data_dir, "key", "create", "--user", bid, "--ip", "10.0.0.0/8"),
+                       "--ip", "127.0.0.0/8", process=True),
+            lambda: ok(data_dir, "key", "create", "--user", bid, "--ip", "10.0.0.0/8",
+                       process=True),
         )  # fmt: skip
         with Client(server.url, ro["apiKey"], ro["secret"]) as r:
             assert account_of(r) == account_of(b)
@@ -383,11 +407,9 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
             c.account()
         assert (denied.value.status, denied.value.code) == (401, -2015)
 
-    users, audit, human = parallel(
-        lambda: ok(data_dir, "user", "list")["users"],
-        lambda: run(data_dir, "audit", "--json"),
-        lambda: run(data_dir, "balances", "--user", bid),
-    )
+    users = ok(data_dir, "user", "list")["users"]
+    audit = inline(data_dir, "audit", "--json")
+    human = inline(data_dir, "balances", "--user", bid)
     assert [u["name"] for u in users] == ["bob", "carol"]
     fees = {b["asset"]: (b["free"], b["locked"]) for b in admin.balances(0)["balances"]}
     assert fees["BTC"] == ("0.00003200", "0.00000000")  # maker 0.08 % of 0.04 BTC bought
@@ -560,9 +582,9 @@ def json_error(proc: subprocess.CompletedProcess[str], status: int) -> dict[str,
 def test_usage_errors_are_json_too_with_exit_status_2(data_dir: Path) -> None:
     error = json_error(run(data_dir, "balances", "--json"), 2)  # --user missing
     assert error["code"] == -1102 and "--user" in error["msg"]
-    error = json_error(run(data_dir, "balances", "--user", "abc", "--json"), 2)
+    error = json_error(inline(data_dir, "balances", "--user", "abc", "--json"), 2)
     assert "--user" in error["msg"]
-    json_error(run(data_dir, "user", "list", "--no-such-option", "--json"), 2)
+    json_error(inline(data_dir, "user", "list", "--no-such-option", "--json"), 2)
     json_error(run(None, "no-such-command", "--json"), 2)
     error = json_error(run(data_dir, "serve", "--port", "70000", "--json"), 2)
     assert "--port" in error["msg"]
@@ -580,12 +602,12 @@ def test_usage_errors_are_json_too_with_exit_status_2(data_dir: Path) -> None:
          "--to", "fütures"),
         ("index-price", "--contract", "E-BTC-USDT", "--price", "0x10"),
     ):  # fmt: skip
-        error = json_error(run(data_dir, *args, "--json"), 2)
+        error = json_error(inline(data_dir, *args, "--json"), 2)
         assert error["code"] == -1102 and args[-2] in error["msg"], (args, error)
     assert not data_dir.exists()
     error = json_error(
-        run(data_dir, "transfer", "--user", "1", "--asset", "USDT", "--amount", "1", "--from",
-            "spot", "--to", "SPOT", "--json"),
+        inline(data_dir, "transfer", "--user", "1", "--asset", "USDT", "--amount", "1", "--from",
+               "spot", "--to", "SPOT", "--json"),
         1,
     )  # fmt: skip
     assert error["code"] == -1102
@@ -597,9 +619,11 @@ def test_usage_errors_are_json_too_with_exit_status_2(data_dir: Path) -> None:
 def test_data_folder_problems_are_one_clear_error(tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
-    for args in (("user", "list"), ("db", "upgrade"), ("serve", "--port", "0")):
-        error = json_error(run(a_file, *args, "--json", timeout=20), 1)
+    for args in (("user", "list"), ("db", "upgrade")):
+        error = json_error(inline(a_file, *args, "--json"), 1)
         assert str(a_file) in error["msg"], error
+    error = json_error(run(a_file, "serve", "--port", "0", "--json", timeout=20), 1)
+    assert str(a_file) in error["msg"], error
     proc = run(a_file, "user", "list")
     assert (
         proc.returncode == 1
@@ -675,8 +699,16 @@ def test_db_stats_beside_a_running_server_shows_its_retention(
     server_factory(data_dir)
     bob = ok(data_dir, "user", "create", "--name", "bob")
     ok(data_dir, "deposit", "--user", str(bob["id"]), "--asset", "USDT", "--amount", "5")
-    stats = ok(data_dir, "db", "stats")  # through the server's admin API (GET /storage)
-    rows = {t["table"]: t["rows"] for t in stats["tables"]}
+    # Through the server's admin API (GET /storage). Its figures are the tables as they stand,
+    # which the projector writes a moment after each commit: asked at once, they may not show
+    # the deposit yet (a command in a process of its own took long enough to hide that).
+    deadline = time.monotonic() + 10
+    while True:
+        stats = ok(data_dir, "db", "stats")
+        rows = {t["table"]: t["rows"] for t in stats["tables"]}
+        if (rows["users"] >= 1 and rows["ledger"] >= 1) or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert rows["users"] >= 1 and rows["ledger"] >= 1 and "ledger_checkpoints" in rows
     assert stats["folderBytes"] > 0
     assert stats["retention"]["enabled"] is True

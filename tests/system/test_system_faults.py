@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -19,12 +18,12 @@ from pathlib import Path
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from cli_support import tradehall_inline
 from support import (
     ServerProcess,
     nats_unreachable,
     start_engine,
     start_gateway,
-    tradehall_command,
 )
 from tradehall.client import ApiError, Client
 from tradehall.client.stream import MarketStream
@@ -96,12 +95,7 @@ def test_injected_faults_as_a_client_sees_them(
     assert limited  # once a burst starts it lasts: every later call is refused
     bot.server_time()  # delayed, not refused
 
-    done = subprocess.run(
-        tradehall_command("sim", "status", "--data-dir", str(data), "--json"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = tradehall_inline("sim", "status", "--data-dir", str(data), "--json")
     faults = json.loads(done.stdout)["faults"]
     assert faults["enabled"] is True
     assert faults["injected"] == {
@@ -147,12 +141,7 @@ def test_a_stream_is_dropped_and_a_bot_reconnects(
 
     assert asyncio.run(scenario()) < 8
     # Futures streams match no rule: untouched.
-    done = subprocess.run(
-        tradehall_command("sim", "status", "--data-dir", str(data), "--json"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = tradehall_inline("sim", "status", "--data-dir", str(data), "--json")
     faults = json.loads(done.stdout)["faults"]
     assert faults["injected"]["dropped"] == 2
     assert faults["recent"][-1]["path"] == "/kline-api/ws"

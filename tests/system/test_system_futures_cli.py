@@ -1,6 +1,12 @@
-"""The operator's futures tools with real processes: `transfer --from spot --to futures` (and
-back), `index-price`, `markets` listing the contracts and `serve --demo` funding futures; first
-offline on the data folder, then through a running server (the admin API)."""
+"""The operator's futures tools: `transfer --from spot --to futures` (and back),
+`index-price`, `markets` listing the contracts and `serve --demo` funding futures (real server
+processes); first offline on the data folder, then through a running server (the admin API).
+
+The commands run in this process (cli_support: the same entry point, the same answers, without
+a second of imports each), but for one transfer offline and one through a server, which run in
+processes of their own as a script runs them (tests/system/test_system_cli.py has the rest of
+what only a process shows).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from cli_support import tradehall_inline
 from support import tradehall_command
 
 CLI_TIMEOUT = 30.0
@@ -17,19 +24,21 @@ ZERO = "0.00000000"
 CONTRACTS = ["E-BTC-USDT", "E-ETH-USDT", "E-BTC-USD"]
 
 
-def run(data_dir: Path, *args: str, as_json: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    data_dir: Path, *args: str, as_json: bool = True, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    argv = [*args, "--data-dir", str(data_dir), *(["--json"] if as_json else [])]
+    if not process:
+        return tradehall_inline(*argv)
     return subprocess.run(
-        tradehall_command(*args, "--data-dir", str(data_dir), *(["--json"] if as_json else [])),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
+        tradehall_command(*argv), capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False
     )
 
 
-def ok(data_dir: Path, *args: str) -> Any:
-    """A --json command that succeeds: exit 0, exactly one JSON line."""
-    proc = run(data_dir, *args)
+def ok(data_dir: Path, *args: str, process: bool = False) -> Any:
+    """A --json command that succeeds: exit 0, exactly one JSON line (in a process of its
+    own with ``process``)."""
+    proc = run(data_dir, *args, process=process)
     assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout
@@ -196,7 +205,7 @@ def test_futures_transfers_and_index_price_offline_then_through_a_server(
     ok(data, "deposit", "--user", str(user), "--asset", "BTC", "--amount", "1", "--tx-id", "e2")
 
     # ---------------------------------------------------------------- offline
-    moved = ok(data, *move(user, "usdt", "1000", "spot", "futures"))
+    moved = ok(data, *move(user, "usdt", "1000", "spot", "futures"), process=True)
     assert moved == futures_view(user, "USDT", "1000.00000000")
     assert ok(data, *move(user, "BTC", "0.5", "SPOT", "Futures")) == futures_view(
         user, "BTC", "0.50000000"
@@ -220,7 +229,7 @@ def test_futures_transfers_and_index_price_offline_then_through_a_server(
 
     # ---------------------------------------------------------------- a running server
     server = server_factory(data)
-    again = ok(data, *move(user, "USDT", "100", "spot", "futures"))
+    again = ok(data, *move(user, "USDT", "100", "spot", "futures"), process=True)
     assert again == futures_view(user, "USDT", "700.00000000")
     fails(data, *move(user, "USDT", "700.00000001", "futures", "spot"), code=-2017)
     assert ok(data, *move(user, "BTC", "0.5", "futures", "spot")) == futures_view(user, "BTC", ZERO)

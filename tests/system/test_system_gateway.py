@@ -28,6 +28,7 @@ import pytest
 from nats.aio.client import Client as Nats
 
 import tradehall
+from cli_support import tradehall_inline
 from support import (
     NATS_URL,
     ServerProcess,
@@ -658,12 +659,7 @@ def test_the_engine_lists_its_gateways_for_the_operator(
     engine, gateway = found.processes
 
     def listed() -> list[dict[str, Any]]:
-        done = subprocess.run(
-            tradehall_command("gateways", "--data-dir", str(engine.data_dir), "--json"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = tradehall_inline("gateways", "--data-dir", str(engine.data_dir), "--json")
         assert done.returncode == 0, done.stderr
         gateways: list[dict[str, Any]] = json.loads(done.stdout)["gateways"]
         return gateways

@@ -1,7 +1,11 @@
 """Isolated margin with real processes: the operator CLI (`pool`, `insurance`, `system`,
 `transfer`, `margin`) first offline on the data folder, then through a running server; a demo
 margin order that borrows over HTTP; a clean stop and restart that keep the margin account,
-its debt and its open order; the audit passing at the end."""
+its debt and its open order; the audit passing at the end.
+
+The servers are real processes; the CLI commands run in this process (cli_support: the same
+entry point and answers, without a second of imports each), but for one offline and one
+through the server, in processes of their own as a script runs them."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cli_support import tradehall_inline
 from support import tradehall_command
 from tradehall.client import Client
 
@@ -27,19 +32,19 @@ LEVELS = {
 }
 
 
-def run(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(data_dir: Path, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    argv = [*args, "--data-dir", str(data_dir), "--json"]
+    if not process:
+        return tradehall_inline(*argv)
     return subprocess.run(
-        tradehall_command(*args, "--data-dir", str(data_dir), "--json"),
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
+        tradehall_command(*argv), capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False
     )
 
 
-def ok(data_dir: Path, *args: str) -> Any:
-    """A --json command that succeeds: exit 0, exactly one JSON line."""
-    proc = run(data_dir, *args)
+def ok(data_dir: Path, *args: str, process: bool = False) -> Any:
+    """A --json command that succeeds: exit 0, exactly one JSON line (in a process of its
+    own with ``process``)."""
+    proc = run(data_dir, *args, process=process)
     assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     lines = proc.stdout.splitlines()
     assert len(lines) == 1, proc.stdout
@@ -153,7 +158,7 @@ def test_margin_through_the_cli_offline_then_a_server_and_a_restart(
 
     user = ok(data, "user", "create", "--name", "carol")["id"]
     ok(data, "deposit", "--user", str(user), "--asset", "USDT", "--amount", "3000", "--tx-id", "c1")
-    view = ok(data, *transfer(user, "1000", "spot", "margin"))
+    view = ok(data, *transfer(user, "1000", "spot", "margin"), process=True)
     assert view == {
         "userId": user,
         "symbol": "BTCUSDT",
@@ -203,7 +208,7 @@ def test_margin_through_the_cli_offline_then_a_server_and_a_restart(
     fails(data, *transfer(user, "600.00000001", "margin", "spot"), code=-2017)
 
     demo_user = demo["userId"]
-    moved = ok(data, *transfer(demo_user, "10000", "spot", "margin"))
+    moved = ok(data, *transfer(demo_user, "10000", "spot", "margin"), process=True)
     assert assets(moved)["USDT"] == ("10000.00000000", ZERO, ZERO, ZERO)
     carol_key = ok(data, "key", "create", "--user", str(user))
     with (

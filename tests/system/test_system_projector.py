@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cli_support import tradehall_inline
 from support import ServerProcess, start_server, tradehall_command
 from tradehall.client import AdminClient, Client
 
@@ -52,14 +53,16 @@ def wait_until(check: Any, timeout: float = 20.0) -> Any:
         time.sleep(0.05)
 
 
-def audit_passes(data_dir: Path) -> None:
-    proc = subprocess.run(
-        tradehall_command("audit", "--json", "--data-dir", str(data_dir)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def audit_passes(data_dir: Path, process: bool = False) -> None:
+    """`tradehall audit --json` passes: in this process (cli_support: the same entry point
+    and answer, without a second of imports), or with ``process`` in a process of its own."""
+    argv = ("audit", "--json", "--data-dir", str(data_dir))
+    if process:
+        proc = subprocess.run(
+            tradehall_command(*argv), capture_output=True, text=True, timeout=60, check=False
+        )
+    else:
+        proc = tradehall_inline(*argv)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert json.loads(proc.stdout)["problems"] == []
 
@@ -134,7 +137,7 @@ def test_a_killed_projector_is_restarted_and_a_killed_server_loses_nothing(
         audit_passes(data)
     finally:
         again.stop()
-    audit_passes(data)  # offline too
+    audit_passes(data, process=True)  # offline too
 
 
 SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
@@ -154,12 +157,7 @@ def test_the_projector_exits_on_sigterm_while_it_idles(tmp_path: Path) -> None:
     the interrupted wait could be holding: the handler then waited for it forever, and the
     process never exited (seen in tests/system/test_system_read_your_writes.py's runs)."""
     data = tmp_path / "data"
-    made = subprocess.run(
-        tradehall_command("user", "create", "--data-dir", str(data), "--json"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    made = tradehall_inline("user", "create", "--data-dir", str(data), "--json")
     assert made.returncode == 0, made.stderr
     for _ in range(3):  # at three moments of its idle loop
         proc = subprocess.Popen(

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from support import ServerProcess, tradehall_command
+from cli_support import tradehall_inline
+from support import ServerProcess
 from tradehall.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,12 +20,8 @@ SAMPLE = "binance-klines-btcusdt-1m.csv"
 
 
 def sim_status(data: Path, *extra: str) -> str:
-    done = subprocess.run(
-        tradehall_command("sim", "status", "--data-dir", str(data), *extra),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """`tradehall sim status` through the running server, in this process (cli_support)."""
+    done = tradehall_inline("sim", "status", "--data-dir", str(data), *extra)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

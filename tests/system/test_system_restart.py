@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from cli_support import tradehall_inline
 from support import ServerProcess, tradehall_command
 from tradehall.client import AdminClient, ApiError, Client
 
@@ -38,15 +39,17 @@ def config_file(tmp_path: Path) -> Path:
     return path
 
 
-def audit_passes(data_dir: Path, config: Path) -> dict[str, Any]:
-    """`tradehall audit --json` on the folder (through the server when one runs): exit 0, ok."""
-    proc = subprocess.run(
-        tradehall_command("audit", "--json", "--data-dir", str(data_dir), "--config", str(config)),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+def audit_passes(data_dir: Path, config: Path, process: bool = False) -> dict[str, Any]:
+    """`tradehall audit --json` on the folder (through the server when one runs): exit 0, ok.
+    Run in this process (cli_support: the same entry point and answer, without a second of
+    imports), or with ``process`` in a process of its own."""
+    argv = ("audit", "--json", "--data-dir", str(data_dir), "--config", str(config))
+    if process:
+        proc = subprocess.run(
+            tradehall_command(*argv), capture_output=True, text=True, timeout=30, check=False
+        )
+    else:
+        proc = tradehall_inline(*argv)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     report: dict[str, Any] = json.loads(proc.stdout)
     assert report["ok"] is True and report["problems"] == [], report
@@ -204,11 +207,11 @@ def test_clean_restart_preserves_everything_observable(
     assert len(before["trades/BTCUSDT"]["list"]) == 3
     assert len(before["trades/ETHUSDT"]["list"]) == 1
     assert before["klines/BTCUSDT/1min"], "trades make klines"
-    audit_passes(data, config_file)
+    audit_passes(data, config_file, process=True)
 
     assert first.stop() == 0
     assert not (data / "server.json").exists()
-    offline = audit_passes(data, config_file)
+    offline = audit_passes(data, config_file, process=True)
     assert offline["assets"] == before["audit"]["assets"]
 
     second = server_factory(data, "--demo", "--no-sim", *cfg)
@@ -481,15 +484,11 @@ def test_audit_while_trading_reports_no_false_violations(
         t.start()
     reports = []
     try:
-        deadline = time.monotonic() + 8
+        # Audits through the server, one after the other for 3 s of trading (in this process:
+        # many more of them than the few a process each made in 8 s).
+        deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
-            proc = subprocess.run(
-                tradehall_command("audit", "--json", "--data-dir", str(data)),
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=False,
-            )
+            proc = tradehall_inline("audit", "--json", "--data-dir", str(data))
             reports.append((proc.returncode, proc.stdout))
             if proc.returncode != 0:
                 break
@@ -498,7 +497,7 @@ def test_audit_while_trading_reports_no_false_violations(
         for t in threads:
             t.join(15)
     # The exchange itself is fine: once trading stops the audit passes ...
-    audit_passes(data, config_file)
+    audit_passes(data, config_file, process=True)
     # ... and it should pass while trading, too.
     assert [rc for rc, _ in reports] == [0] * len(reports), reports[-1][1]
     assert len(reports) >= 3

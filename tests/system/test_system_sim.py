@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cli_support import tradehall_inline
 from support import ServerProcess, tradehall_command
 from tradehall.client import Client
 
@@ -22,13 +23,14 @@ CONTRACTS = ("E-BTC-USDT", "E-ETH-USDT", "E-BTC-USD")
 LEVELS = 20
 
 
-def cli(data: Path, *args: str) -> Any:
-    done = subprocess.run(
-        tradehall_command(*args, "--data-dir", str(data), "--json"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def cli(data: Path, *args: str, process: bool = False) -> Any:
+    """A --json command that succeeds: in this process (cli_support: the same entry point
+    and answers, without a second of imports), or with ``process`` in a process of its own."""
+    argv = [*args, "--data-dir", str(data), "--json"]
+    if process:
+        done = subprocess.run(tradehall_command(*argv), capture_output=True, text=True, timeout=60)
+    else:
+        done = tradehall_inline(*argv)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 
@@ -82,7 +84,7 @@ def test_serve_demo_is_a_living_market_that_survives_kill_9(
     bought = bot.futures_create_order("E-BTC-USDT", "BUY", "MARKET", "OPEN", "100")
     assert bought["orderId"]
 
-    status = cli(data, "sim", "status")
+    status = cli(data, "sim", "status", process=True)
     assert status["running"] is True and status["seed"] == 1
     names = {p["name"] for p in status["participants"]}
     assert {f"sim-maker-{s}" for s in (*SPOT, *CONTRACTS)} <= names
@@ -117,7 +119,7 @@ def test_no_sim_keeps_the_demo_market_quiet(
     server = server_factory(tmp_path / "data", "--demo", "--no-sim")
     time.sleep(1.0)
     assert Client(server.url).depth("BTCUSDT")["bids"] == []
-    status = cli(tmp_path / "data", "sim", "status")
+    status = cli(tmp_path / "data", "sim", "status", process=True)
     assert status["running"] is False and status["participants"] == []
 
 

@@ -529,6 +529,8 @@ def engine(
 
     logs.configure(log_format, access_log)
     role = Role(node or default_node()) if standby else None
+    if role is not None:
+        role.patient = os.environ.pop(STEPPED_DOWN, "") == "1"
 
     def start(cfg: Config, datadir: DataDir) -> None:
         simulate = sim or cfg.simulation.enabled
@@ -583,7 +585,11 @@ def _start_again_as_standby() -> None:
     rebuilt from the store."""
     sys.stdout.flush()
     sys.stderr.flush()
+    os.environ[STEPPED_DOWN] = "1"  # it waits for its database, rather than exit at once
     os.execv(sys.executable, [sys.executable, "-m", "tradehall", *sys.argv[1:]])
+
+
+STEPPED_DOWN = "TRADEHALL_STEPPED_DOWN"
 
 
 @app.command()

@@ -423,6 +423,8 @@ class Venue:
     env: dict[str, str]
     engines: dict[str, Engine]
     proxies: dict[str, Proxy]
+    pg_proxies: dict[str, Proxy]
+    """Each engine's link to PostgreSQL (its projector's too), cut by a partition."""
     gateway: ServerProcess | None = None
     writers: list[Writer] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
@@ -526,7 +528,7 @@ class Venue:
         # The standbys first: one that sees the leader go would take over while it stops.
         for engine in sorted(self.engines.values(), key=lambda e: e.leading() is not None):
             engine.stop()
-        for proxy in self.proxies.values():
+        for proxy in [*self.proxies.values(), *self.pg_proxies.values()]:
             proxy.close()
         for engine in self.engines.values():
             terminate(application_name(engine.database))
@@ -551,17 +553,22 @@ def venue(tmp_path: Path) -> Iterator[Venue]:
     key = base64.urlsafe_b64encode(os.urandom(32)).decode()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRADEHALL_SECRET_KEY": key}
     proxies = {name: Proxy(NATS_URL) for name in ("e1", "e2")}
+    pg = urlsplit(PG_URL)
+    pg_at = f"{pg.hostname}:{pg.port or 5432}"
+    pg_proxies = {name: Proxy(f"tcp://{pg_at}") for name in ("e1", "e2")}
     engines = {
         name: Engine(
             name,
             tmp_path / name,
-            database.replace(f"application_name={schema}", f"application_name={schema}_{name}"),
+            database.replace(
+                f"application_name={schema}", f"application_name={schema}_{name}"
+            ).replace(pg_at, urlsplit(pg_proxies[name].url).netloc, 1),
             proxies[name].url,
             subject,
         )
         for name in ("e1", "e2")
     }
-    found = Venue(backend, tmp_path, subject, env, engines, proxies)
+    found = Venue(backend, tmp_path, subject, env, engines, proxies, pg_proxies)
     try:
         e1, e2 = engines["e1"], engines["e2"]
         e1.start(env)
@@ -866,8 +873,13 @@ def cut_off(venue: Venue, scenario: str) -> float:
         assert stopped_state(old.pid), f"{scenario}: {old.name} was not frozen all along"
         os.kill(old.pid, signal.SIGCONT)
         venue.note(f"{scenario}: {old.name} resumed")
-    elif scenario.startswith("PostgreSQL"):
+    elif scenario.startswith("PostgreSQL sessions"):
         new, _, took = take_over(venue, old, cut_postgres(venue, old), scenario)
+    elif scenario.startswith("PostgreSQL unreachable"):
+        # Its link to the database cut and refused for a while (a partition, or the
+        # database failing over): it steps down, waits for the database, follows again.
+        pg_proxy = venue.pg_proxies[old.name]
+        new, _, took = take_over(venue, old, lambda: pg_proxy.cut(NATS_CUT_S), scenario)
     else:
         proxy = venue.proxies[old.name]
         new, _, took = take_over(venue, old, lambda: proxy.cut(NATS_CUT_S), scenario)
@@ -888,6 +900,14 @@ def test_a_leader_cut_off_from_postgres_or_frozen_steps_down(venue: Venue) -> No
     leader frozen (SIGSTOP) for 6 s and resumed after the standby took over."""
     took = {s: cut_off(venue, s) for s in ("PostgreSQL sessions terminated", "SIGSTOP for 6 s")}
     print(f"takeovers: { {k: round(v, 2) for k, v in took.items()} }; {venue.log[-1]}")
+
+
+def test_a_leader_cut_off_from_postgresql_waits_for_it_then_follows(venue: Venue) -> None:
+    """The leader's link to PostgreSQL cut, and refused for 8 s: the standby leads at once
+    (the server ended the lost sessions: the lock is free); the old leader steps down and,
+    started again, waits for its database rather than exit, then follows."""
+    took = cut_off(venue, "PostgreSQL unreachable for 8 s")
+    print(f"takeover: {took:.2f} s; {venue.log[-1]}")
 
 
 def test_a_leader_cut_off_from_nats_steps_down(venue: Venue) -> None:

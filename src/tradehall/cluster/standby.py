@@ -331,6 +331,9 @@ class Role:
     renewed: float = field(default_factory=time.monotonic)
     """When the lease was last renewed (monotonic)."""
     on_step_down: list[Callable[[str], None]] = field(default_factory=list)
+    patient: bool = False
+    """Retry the store from the start: this process is a leader that stepped down (its
+    database may be away for a while: a failover), not an operator's first start."""
     nodes: list[dict[str, Any]] = field(default_factory=list)
     """``ha_nodes`` as the leader last read it (with each heartbeat)."""
 
@@ -402,7 +405,7 @@ def lead(
         except Diverged:
             raise
         except StoreError as exc:  # the database restarting, failing over: wait for it
-            if not announced:
+            if not announced and not role.patient:
                 raise
             log.warning("standby: %s; trying again in %.0f s", exc, RETRY_S)
             deadline = time.monotonic() + RETRY_S

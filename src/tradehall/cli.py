@@ -537,7 +537,10 @@ def engine(
         ha: StandbyStart | None = None
         if role is not None:
             if not cfg.server.database:
-                raise CliError("--standby needs PostgreSQL (--database): SQLite has no HA")
+                raise CliError(
+                    "--standby needs PostgreSQL (--database): SQLite has no HA",
+                    int(Code.BAD_PARAM),
+                )
             stop = SignalStop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, stop.set)

@@ -449,11 +449,16 @@ class EngineService(Service):
         slots, waiting, ids = work.slots, work.waiting, work.ids
         answers = self._answers
         stale = batch.attempt > 1 and batch.first_sent < self.started
-        if stale:
-            recent = self.recent
-            if recent is not None and batch.first_sent >= recent.since:
-                self._begin_known(batch, work, recent.ids)
-                return
+        # A resend first sent before this engine started: the journal's recent ids say
+        # which were committed (by the engine before, whose answer was lost), if they reach
+        # back to its first send; the others were never committed (that engine is dead or
+        # fenced off) and are run now, once.
+        recent = self.recent
+        committed = (
+            recent.ids
+            if stale and recent is not None and batch.first_sent >= recent.since
+            else None
+        )
         exchange = self.state.exchange
         for index, fwd in enumerate(batch.commands):
             command_id = fwd.id
@@ -468,8 +473,14 @@ class EngineService(Service):
                     slots.append(None)
                 continue
             if stale:
-                slots.append(self._outcome_unknown())
-                continue
+                if committed is None:
+                    slots.append(self._outcome_unknown())
+                    continue
+                seq = committed.get(command_id)
+                if seq is not None:
+                    self.duplicates += 1
+                    slots.append(self._applied_before(seq))
+                    continue
             answers.add(command_id, work)
             ids.append((command_id, index))
             started = self.begin(fwd)
@@ -498,41 +509,15 @@ class EngineService(Service):
             waiting.append((index, handler, step, scope))
         self.executed += len(ids)
 
-    def _begin_known(self, batch: Commands, work: _Work, committed: dict[str, int]) -> None:
-        """A resend of commands first sent before this engine led: each one the journal
-        says was committed gets the outcome-unknown answer (it was applied once, by the
-        engine that led then, whose answer was lost); the others were never committed (that
-        engine is fenced off) and are run now, for the first time. Not applying what the
-        journal holds, and the fence, make it exactly once."""
-        fresh: list[Forwarded] = []
-        places: list[int] = []
-        for index, fwd in enumerate(batch.commands):
-            seq = committed.get(fwd.id)
-            if seq is None:
-                fresh.append(fwd)
-                places.append(index)
-        if fresh:
-            self._begin_all(Commands(fresh, batch.first_sent, 1), work)
-        answers = list(work.slots)
-        waiting = [(places[i], handler, step, scope) for i, handler, step, scope in work.waiting]
-        copies = [(places[i], done, at) for i, done, at in work.copies]
-        work.slots = [None] * len(batch.commands)
-        for at, answer in zip(places, answers, strict=True):
-            work.slots[at] = answer
-        work.waiting, work.copies = waiting, copies
-        work.ids = [(command_id, places[i]) for command_id, i in work.ids]
-        for index, fwd in enumerate(batch.commands):
-            seq = committed.get(fwd.id)
-            if seq is not None:
-                self.duplicates += 1
-                error = ApiError(
-                    Code.INTERNAL,
-                    f"this request was applied (journal record {seq}) by the engine that led"
-                    " before this one, which stopped before answering: its answer is lost"
-                    " (look the order up, by clientOrderId, rather than send it again)",
-                    status=503,
-                )
-                work.slots[index] = answered(failure_response(self.state, error, {}))
+    def _applied_before(self, seq: int) -> Answered:
+        error = ApiError(
+            Code.INTERNAL,
+            f"this request was applied (journal record {seq}) by the engine that led before"
+            " this one, which stopped before answering: its answer is lost (look the order"
+            " up, by clientOrderId, rather than send it again)",
+            status=503,
+        )
+        return answered(failure_response(self.state, error, {}))
 
     def _rendered(self, result: Any, scope: Scope) -> Answered:
         """A handler's result as its answer (what ``endpoint`` makes of it in ``serve``)."""

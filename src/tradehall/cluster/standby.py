@@ -185,9 +185,7 @@ class Follower:
                 journal._ready = True
                 return False
             if bid():
-                self.store.migrate()
-                with projections._failing("creating the HA table"):
-                    projections._write_conn().execute(NODES)
+                self.store.migrate()  # ``lead`` adds the HA table
                 return True
             if not told:
                 log.info("standby: waiting for the leader to create the store")
@@ -274,13 +272,13 @@ class Follower:
         self._digest.close()
         self._hashing = 0
 
-    def report(self, role: str, epoch: int, seq: int | None = None) -> None:
+    def report(self, epoch: int) -> None:
         """This engine's position in ``ha_nodes`` (a standby on its read session)."""
         conn = self.store.projections._conn()
         with self.store.projections._failing("reporting the standby's position"):
             conn.execute(
                 REPORT,
-                (self.node, role, epoch, self.seq if seq is None else seq, now_ms(), os.getpid()),
+                (self.node, "standby", epoch, self.seq, now_ms(), os.getpid()),
             )
 
     def follow(self, bid: Callable[[], bool], stopping: Callable[[], bool]) -> None:
@@ -295,7 +293,7 @@ class Follower:
             if now - self._reported >= REPORT_S:
                 self._reported = now
                 try:
-                    self.report("standby", self.store.journal.epoch())
+                    self.report(self.store.journal.epoch())
                 except StoreError as exc:
                     log.warning("%s", exc)
             if now - last_bid >= BID_S:
@@ -330,7 +328,6 @@ class Role:
     stop_server: Callable[[], None] | None = None
     renewed: float = field(default_factory=time.monotonic)
     """When the lease was last renewed (monotonic)."""
-    on_step_down: list[Callable[[str], None]] = field(default_factory=list)
     patient: bool = False
     """Retry the store from the start: this process is a leader that stepped down (its
     database may be away for a while: a failover), not an operator's first start."""
@@ -346,11 +343,6 @@ class Role:
         self.stepped_down = why
         self.leading = False
         log.error("engine %s steps down: %s", self.node, why)
-        for hook in self.on_step_down:
-            try:
-                hook(why)
-            except Exception:
-                log.exception("a step-down hook failed")
         if self.stop_server is not None:
             self.stop_server()
 

@@ -147,6 +147,12 @@ class JournalRecord(msgspec.Struct, frozen=True, gc=False):
     entries: list[Entry]
 
 
+def _record(row: Sequence[Any]) -> JournalRecord:
+    """A record from its row (seq, epoch, time, format, body)."""
+    seq, epoch, time, fmt, body = row
+    return JournalRecord(int(seq), int(epoch), int(time), decode(bytes(body), int(fmt)))
+
+
 TABLE = (
     "CREATE TABLE IF NOT EXISTS journal ("
     " seq BIGINT PRIMARY KEY,"
@@ -286,11 +292,7 @@ class Journal:
                 )
                 .fetchall()
             )
-        out = []
-        for seq, epoch, time, fmt, body in rows:
-            entries = decode(bytes(body), int(fmt))
-            out.append(JournalRecord(int(seq), int(epoch), int(time), entries))
-        return out
+        return [_record(row) for row in rows]
 
     def since(self, time_ms: int, upto: int) -> Iterator[JournalRecord]:
         """The records appended from ``time_ms`` on, up to ``upto``, newest first."""
@@ -307,10 +309,11 @@ class Journal:
                     )
                     .fetchall()
                 )
-            for seq, epoch, time, fmt, body in rows:
-                if int(time) < time_ms:
+            for row in rows:
+                record = _record(row)
+                if record.time < time_ms:
                     return
-                yield JournalRecord(int(seq), int(epoch), int(time), decode(bytes(body), int(fmt)))
+                yield record
             if len(rows) < 256:
                 return
             upto = int(rows[-1][0]) - 1

@@ -174,6 +174,13 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
         wire_params,
     )
 
+    prepare_place: Callable[..., Any] | None
+    try:  # a gateway reads placements for the engine since issue 26 (a tree before: not)
+        from tradehall.cluster.prepared import prepare_place
+        from tradehall.cluster.protocol import PLACED as placed_status
+    except ImportError:
+        prepare_place, placed_status = None, 200
+
     nc = await connect(spec.nats, "bench-flood")
     rng = random.Random(7)
     statuses: dict[int, int] = {}
@@ -186,7 +193,7 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
     stop = measure_from + spec.duration
     count = 0
 
-    def command() -> Forwarded:
+    def command() -> Any:
         nonlocal count
         count += 1
         side = rng.choice(("BUY", "SELL"))
@@ -198,10 +205,12 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
             "volume": f"0.{rng.randint(1, 9):03d}",
             "price": f"{20000 + ticks}.00",
         }
-        return Forwarded(
-            f"flood-{count}", "POST", "/spot/open/sapi/v1/order", wire_params(params),
-            rng.choice(keys), "127.0.0.1",
-        )  # fmt: skip
+        command_id, path, key = f"flood-{count}", "/spot/open/sapi/v1/order", rng.choice(keys)
+        if prepare_place is not None:  # what a gateway of this tree sends
+            place = prepare_place(params, command_id, path, key, "127.0.0.1", "")
+            if place is not None:
+                return place
+        return Forwarded(command_id, "POST", path, wire_params(params), key, "127.0.0.1")
 
     async def worker() -> None:
         while (t0 := pc()) < stop:
@@ -210,8 +219,9 @@ async def _flood(spec: GatewaySpec, subject: str, keys: list[str], pid: int) -> 
             t1 = pc()
             if measure_from <= t1 <= stop:
                 for answer in decode_answers(msg.data):
-                    statuses[answer.status] = statuses.get(answer.status, 0) + 1
-                    if answer.status != 200 and len(refusals) < 3:
+                    status = 200 if answer.status == placed_status else answer.status
+                    statuses[status] = statuses.get(status, 0) + 1
+                    if status != 200 and len(refusals) < 3:
                         refusals.append(answer.body.decode(errors="replace")[:200])
                 latencies.append(t1 - t0)
 

@@ -43,6 +43,7 @@ from tradehall.client.signing import request_path_for_signing, sign, signature_p
 from tradehall.cluster.link import connect
 from tradehall.cluster.protocol import (
     Answered,
+    Command,
     Commands,
     Forwarded,
     decode_answers,
@@ -588,8 +589,8 @@ def test_answers_too_large_for_one_reply_are_asked_for_again(
         assert engine.demo is not None
         key = engine.demo["apiKey"]
         now = int(time.time() * 1000)
-        orders = [order_command(key, f"0.{n + 1:03d}") for n in range(45)]
-        listing = [
+        orders: list[Command] = [order_command(key, f"0.{n + 1:03d}") for n in range(45)]
+        listing: list[Command] = [
             Forwarded(uuid.uuid4().hex, "GET", "/spot/open/sapi/v1/openOrders",
                       wire_params({"symbol": SYMBOL, "limit": "100"}), key, "127.0.0.1")
             for _ in range(3)

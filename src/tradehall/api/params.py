@@ -22,7 +22,7 @@ from tradehall.units import UnitsError, pow10, to_units
 SYMBOL = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _SYMBOL = SYMBOL  # as tests/api/test_api_request_types.py names it
 _INTEGER = re.compile(r"-?[0-9]{1,19}", re.ASCII)
-_CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
+CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 
 class Params:
@@ -87,7 +87,7 @@ class Params:
             return ""
         if len(value) > max_len:
             raise self.malformed(name, f"is longer than {max_len} characters")
-        if not _CLIENT_ID.fullmatch(value):
+        if not CLIENT_ID.fullmatch(value):
             raise ApiError(Code.ILLEGAL_CHARS, f"illegal characters in parameter '{name}'")
         return value
 

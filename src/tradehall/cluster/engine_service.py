@@ -48,14 +48,17 @@ from tradehall.api.params import Params
 from tradehall.cluster.gateway_registry import GatewayRegistry
 from tradehall.cluster.link import Service, connect
 from tradehall.cluster.metrics import EngineServiceCollector
+from tradehall.cluster.prepared import as_forwarded, place_order, placed
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
+    PLACED,
     Answered,
     Commands,
     Forwarded,
     KeyInfo,
     KeySet,
     MarketNote,
+    Place,
     Replies,
     decode_answers,
     decode_commands,
@@ -170,11 +173,16 @@ TOO_LARGE = 500
 _Handler = Coroutine[Any, Any, Any]
 """An endpoint handler's coroutine: its result is the answer's JSON (``encoded``)."""
 
+_Waiting = tuple[int, _Handler | None, Any, Any]
+"""A command waiting in a message: its place, its handler's coroutine, what that waits for
+and the request's scope; or, for a placement applied at once (``_place``), its place, None,
+the commit and its answer."""
+
 
 @dataclasses.dataclass(slots=True)
 class _Work:
     """A message's commands on their way: its answers (None until known), the handlers
-    still running (index, coroutine, what it waits for, the request's scope) and the resent
+    still running (``_Waiting``) and the resent
     ids (index, the future of the message that first had the id, its place there).
 
     The de-duplication window maps each id the message applied to it. Once the message is
@@ -187,7 +195,7 @@ class _Work:
     done: asyncio.Future[list[Answered]] | None
     """Resolves to the answers once they are all known; None once answered."""
     slots: list[Answered | None]
-    waiting: list[tuple[int, _Handler, Any, Scope]] = dataclasses.field(default_factory=list)
+    waiting: list[_Waiting] = dataclasses.field(default_factory=list)
     copies: list[tuple[int, asyncio.Future[list[Answered]], int]] = dataclasses.field(
         default_factory=list
     )
@@ -195,6 +203,8 @@ class _Work:
     """The ids this message put in the window, with their places."""
     reply: bytes = b""
     """Once answered: every answer, encoded as a reply carries them (``decode_answers``)."""
+    commit: asyncio.Future[None] | None = None
+    """The commit its placements applied at once (``EngineService._place``) wait for."""
 
     def place(self, command_id: str) -> int:
         """Where the command ``command_id`` (one this message put in the window) is."""
@@ -230,7 +240,7 @@ def _go_on(coro: Coroutine[Any, Any, T], step: Any) -> Generator[Any, None, T]:
     return result
 
 
-def _shared_blocker(waiting: list[tuple[int, _Handler, Any, Scope]]) -> asyncio.Future[Any] | None:
+def _shared_blocker(waiting: list[_Waiting]) -> asyncio.Future[Any] | None:
     """The one future every started handler of a message waits for (the commit: the usual
     case), or None (some wait for something else)."""
     first = waiting[0][2]
@@ -460,6 +470,7 @@ class EngineService(Service):
             else None
         )
         exchange = self.state.exchange
+        now: int | None = None
         for index, fwd in enumerate(batch.commands):
             command_id = fwd.id
             known = answers.get(command_id)
@@ -483,7 +494,13 @@ class EngineService(Service):
                     continue
             answers.add(command_id, work)
             ids.append((command_id, index))
-            started = self.begin(fwd)
+            if type(fwd) is Place:
+                if now is None:
+                    now = self.state.clock()  # the message's commands arrived together
+                if self._place(fwd, work, index, now):
+                    continue
+                fwd = as_forwarded(fwd)  # the handler answers it
+            started = self.begin(cast(Forwarded, fwd))
             if type(started) is Answered:
                 slots.append(started)
                 continue
@@ -508,6 +525,43 @@ class EngineService(Service):
             slots.append(None)
             waiting.append((index, handler, step, scope))
         self.executed += len(ids)
+
+    def _place(self, place: Place, work: _Work, index: int, now: int) -> bool:
+        """``place`` applied, its answer (or the refusal of its application) in ``work``; or
+        False, nothing done, when the handler must answer it (``cluster.prepared``)."""
+        exchange = self.state.exchange
+        if self._access_log or exchange.failure is not None:
+            return False
+        key = exchange.keys.get(place.api_key)
+        if key is None:
+            return False
+        row = key.row
+        if row.revoked is not None or row.read_only:
+            return False
+        prepared = place_order(exchange.config.markets.pairs, place, now, row.user_id)
+        if prepared is None:
+            return False
+        pair, command = prepared
+        pending = exchange.pending
+        staged = len(pending.entries)
+        try:
+            admit_key_use(exchange, key, now)
+            order = exchange.apply(command)
+        except Exception as exc:
+            scope = self._scope(place.path, place.ip, place.request_id, "POST")
+            scope["user_id"] = row.user_id
+            work.slots.append(self._failure(exc, scope))
+            return True
+        finally:
+            if len(pending.entries) != staged:
+                pending.command_ids.append(place.id)  # the journal records it
+        work.slots.append(None)
+        commit = work.commit
+        if commit is None:  # the same for every command of the message
+            commit = work.commit = self.state.committer.durable()
+        # The gateway renders the answer.
+        work.waiting.append((index, None, commit, Answered(PLACED, encode(placed(pair, order)))))
+        return True
 
     def _applied_before(self, seq: int) -> Answered:
         error = ApiError(
@@ -568,6 +622,7 @@ class EngineService(Service):
         work.done = None
         work.slots = []
         work.waiting = []
+        work.commit = None
         work.copies = []
         return slots
 
@@ -633,6 +688,9 @@ class EngineService(Service):
         rest: list[tuple[int, asyncio.Task[Any], Scope]] = []
         slots = work.slots
         for index, handler, step, scope in work.waiting:
+            if handler is None:  # applied at once (``_place``): its answer, now committed
+                slots[index] = scope
+                continue
             if isinstance(step, asyncio.Future):
                 try:
                     step = handler.send(None)
@@ -673,15 +731,7 @@ class EngineService(Service):
         engine runs the handler itself, with what ``endpoint`` does after admission around
         it (``_rendered``, ``failure_response``): a coroutine less to start and resume for
         every command."""
-        scope: Scope = {
-            "type": "http",
-            "method": fwd.method,
-            "path": fwd.path,
-            "client": (fwd.ip, 0),
-            "headers": [],
-            "query_string": b"",
-            "request_id": fwd.request_id,
-        }
+        scope = self._scope(fwd.path, fwd.ip, fwd.request_id, fwd.method)
         if self._access_log:
             scope["started"] = perf_counter()
         spec = self.table.get((fwd.method, fwd.path))
@@ -713,6 +763,18 @@ class EngineService(Service):
                 return self._failure(exc, scope)
         call = Call(state, Params(fwd.params), now, key, scope, _no_body)
         return cast(_Handler, spec.handler(call)), scope  # every handler is a coroutine function
+
+    @staticmethod
+    def _scope(path: str, ip: str, request_id: str, method: str) -> Scope:
+        return {
+            "type": "http",
+            "method": method,
+            "path": path,
+            "client": (ip, 0),
+            "headers": [],
+            "query_string": b"",
+            "request_id": request_id,
+        }
 
     async def _answer(self, msg: Msg | None, answers: list[Answered], data: bytes) -> None:
         """Send ``data``, ``answers`` encoded in a ``Replies``, as the reply to ``msg``

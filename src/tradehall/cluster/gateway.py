@@ -31,7 +31,7 @@ from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
 from tradehall.api.ratelimit import RateLimiter, namespace_unknown
 from tradehall.api.replay import ReplayGuard, make_guard
-from tradehall.api.spot import server_time
+from tradehall.api.spot import create_order, server_time
 from tradehall.cluster import (
     DEFAULT_BATCH_DELAY,
     DEFAULT_BATCH_MAX,
@@ -39,15 +39,19 @@ from tradehall.cluster import (
     DEFAULT_TIMEOUT,
 )
 from tradehall.cluster.link import Service, connect
+from tradehall.cluster.prepared import prepare_place, render_placed
 from tradehall.cluster.protocol import (
     ASK_AGAIN,
+    PLACED,
     Answered,
+    Command,
     Forwarded,
     GatewayReport,
     KeyInfo,
     PackedCommands,
     decode_keys,
     decode_note,
+    decode_placed,
     decode_replies,
     encode,
     wire_params,
@@ -368,13 +372,29 @@ class Gateway(Service):
     ) -> bytes | Response:
         client = scope.get("client")
         self._count += 1
+        command_id = self._ids + str(self._count)
+        ip = client[0] if client else "unknown"
+        if spec.handler is create_order and key is not None:
+            place = prepare_place(
+                params.data,
+                command_id,
+                scope["path"],
+                key.row.api_key,
+                ip,
+                scope.get("request_id", ""),
+            )
+            if place is not None:
+                answer = await self.forward(place)
+                if answer.status == PLACED:
+                    return render_placed(place, decode_placed(answer.body))
+                return self._answered(answer)
         fwd = Forwarded(
-            self._ids + str(self._count),
+            command_id,
             scope["method"],
             scope["path"],
             wire_params(params.data),
             key.row.api_key if key is not None else None,
-            client[0] if client else "unknown",
+            ip,
             scope.get("request_id", ""),
         )
         reads = self.reads
@@ -388,13 +408,17 @@ class Gateway(Service):
         else:
             read = (scope["path"], scope.get("query_string", b""))
             answer = await reads.read(read, symbol, lambda: self.forward(fwd))
+        return self._answered(answer)
+
+    @staticmethod
+    def _answered(answer: Answered) -> bytes | Response:
         if answer.status == 200 and not answer.headers:
             return answer.body
         return Response(
             answer.body, answer.status, headers=dict(answer.headers), media_type="application/json"
         )
 
-    def forward(self, fwd: Forwarded) -> asyncio.Future[Answered]:
+    def forward(self, fwd: Command) -> asyncio.Future[Answered]:
         """The engine's answer to ``fwd``, which goes with the others forwarded in this
         event-loop turn in one message, up to ``batch_max`` commands and NATS's maximum
         message size. While messages are in flight (the worker is busy), it waits up to

@@ -1,10 +1,10 @@
 """What gateways and the engine process say to each other over NATS, msgspec-encoded
 (MessagePack). Subjects hang under one prefix (``--subject``, default ``tradehall``):
 
-- ``<prefix>.cmd``: request/reply, a ``Commands`` request (the ``Forwarded`` a gateway
-  admitted in one event-loop turn, in order); the reply (``Replies``) is their ``Answered``,
-  in the same order, once they are all done, with the number of the engine's latest
-  ``MarketNote``.
+- ``<prefix>.cmd``: request/reply, a ``Commands`` request (the commands a gateway admitted
+  in one event-loop turn, in order: each a ``Forwarded`` request, or a ``Place``, a spot
+  placement the gateway read); the reply (``Replies``) is their ``Answered``, in the same
+  order, once they are all done, with the number of the engine's latest ``MarketNote``.
 - ``<prefix>.gateways.report``: each gateway worker publishes a ``GatewayReport`` (its
   requests, errors, streams and read cache) every few seconds and when it stops; the engine
   shows them to the operator.
@@ -52,7 +52,7 @@ _INT64_MIN = -(2**63)
 _UINT64_MAX = 2**64 - 1
 
 
-class Forwarded(msgspec.Struct, array_like=True, frozen=True):
+class Forwarded(msgspec.Struct, array_like=True, frozen=True, tag=0):
     """A request a gateway admitted (signature, time window, replay and rate limits
     checked): the engine runs the endpoint's handler on it."""
 
@@ -67,11 +67,41 @@ class Forwarded(msgspec.Struct, array_like=True, frozen=True):
     """The request's ``X-Request-Id`` (the engine's log records about it carry it too)."""
 
 
+class Place(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=1):
+    """A spot placement (``POST /order``) a gateway admitted and read (``cluster.prepared``):
+    every parameter in its usual form, so the engine only scales the numbers to the pair's
+    units and applies it, instead of running the endpoint's handler on the parameters."""
+
+    id: str
+    path: str
+    api_key: str
+    ip: str
+    request_id: str
+    symbol: str
+    """Upper-cased, as the handler reads it."""
+    side: str
+    order_type: str
+    volume: int
+    """Positive: the digits of its decimal text, ``volume_places`` of them after the point."""
+    volume_places: int
+    price: int
+    """The same, for a LIMIT; 0 for a MARKET (which does not read it)."""
+    price_places: int
+    time_in_force: str
+    """Upper-cased; empty when absent."""
+    client_id: str
+    """Checked; empty when absent."""
+
+
+Command = Forwarded | Place
+"""What a gateway sends the engine for one request."""
+
+
 class Commands(msgspec.Struct, array_like=True, frozen=True):
     """One request to ``<prefix>.cmd``: commands the engine applies in this order, each
     de-duplicated by its id. A resend is the same commands with ``attempt`` 2."""
 
-    commands: list[Forwarded]
+    commands: list[Command]
     first_sent: int
     """Gateway wall clock (ms) of the first send of these commands."""
     attempt: int = 1
@@ -117,6 +147,28 @@ class MarketNote(msgspec.Struct, array_like=True, frozen=True):
     reset: bool = False
     """Not a commit's: the engine stops or has failed, nothing kept from it stands."""
 
+
+class Placed(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """What the engine answers a ``Place`` it placed (in an ``Answered`` of status
+    ``PLACED``): the order as the answer shows it, which the gateway renders (it knows the
+    rest: the symbol, side, type and client order id it sent)."""
+
+    order_id: int
+    time: int
+    status: str
+    price: int
+    """In units of ``price_decimals`` places."""
+    orig: int
+    """The quantity ordered in units of ``quantity_decimals`` places; for a MARKET BUY the
+    quote amount to spend, in units of ``price_decimals`` places."""
+    executed: int
+    """In units of ``quantity_decimals`` places."""
+    price_decimals: int
+    quantity_decimals: int
+
+
+PLACED = 1
+"""The status of the answer to a ``Place`` the engine placed: its body is a ``Placed``."""
 
 ASK_AGAIN = Answered(0, b"")
 """In place of an answer that did not fit in the reply (NATS's maximum message size): the
@@ -242,6 +294,7 @@ decode_forwarded = msgspec.msgpack.Decoder(Forwarded, ext_hook=_ext_hook).decode
 decode_commands = msgspec.msgpack.Decoder(Commands, ext_hook=_ext_hook).decode
 decode_replies = msgspec.msgpack.Decoder(Replies).decode
 decode_note = msgspec.msgpack.Decoder(MarketNote).decode
+decode_placed = msgspec.msgpack.Decoder(Placed).decode
 
 
 def decode_answers(data: bytes) -> list[Answered]:

@@ -1,0 +1,212 @@
+"""Spot placements a gateway reads for the engine (issue 26, docs/performance.md).
+
+A placement (``POST /order``) is most of a busy venue's writes, and reading its parameters
+through the endpoint's handler (``api.spot.create_order``) cost the engine process about a
+third of its time per placement. A gateway worker reads them instead: when every parameter
+is in its usual form (text the handler would take as it is), it sends a ``Place`` with the
+parameters as read, and the engine only scales the numbers to the pair's units, checks the
+key, applies and answers. Anything else (a JSON number, a parameter the handler would refuse
+or has to think about) goes as a ``Forwarded`` request, as before, so every refusal keeps its
+code, message and order of checks: the engine, too, sends a ``Place`` it cannot place at
+once (an unknown symbol, more decimal places than the pair allows, a key it refuses) through
+the handler, as a ``Forwarded`` rebuilt from it (``as_forwarded``).
+
+The engine answers a placement it placed with the order's figures (``Placed``), not its JSON:
+the gateway renders it (``render_placed``), byte for byte what the handler would answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tradehall.api.http import encoded
+from tradehall.api.params import CLIENT_ID, SYMBOL
+from tradehall.api.wire import OrderCreated
+from tradehall.cluster.protocol import Forwarded, Place, Placed
+from tradehall.engine.commands import PlaceOrder
+from tradehall.engine.markets import PairSpec
+from tradehall.engine.orders import BUY, GTC, LIMIT, MARKET, TIME_IN_FORCE, OrderState
+from tradehall.units import format_units, pow10
+
+_SIDES = frozenset(("BUY", "SELL"))
+_TYPES = frozenset(("LIMIT", "MARKET"))
+_TIME_IN_FORCE = frozenset(TIME_IN_FORCE)
+_symbol = SYMBOL.fullmatch
+_client_id = CLIENT_ID.fullmatch
+
+
+def _choice(value: Any, allowed: frozenset[str]) -> str | None:
+    if type(value) is str and value.isascii() and (upper := value.upper()) in allowed:
+        return upper
+    return None
+
+
+def _plain_decimal(value: Any) -> tuple[int, int] | None:
+    """Positive decimal text as ``Params.units`` takes it at once (its places aside), as its
+    digits and their places after the point; None for anything else."""
+    if type(value) is not str:
+        return None
+    whole, point, fraction = value.partition(".")
+    digits = whole + fraction
+    if (
+        digits.isdigit()
+        and digits.isascii()
+        and 0 < len(whole) <= 20
+        and (bool(fraction) or not point)
+        and len(fraction) <= 20
+    ):
+        number = int(digits)
+        if number > 0:
+            return number, len(fraction)
+    return None
+
+
+def prepare_place(
+    data: Mapping[str, Any], command_id: str, path: str, api_key: str, ip: str, request_id: str
+) -> Place | None:
+    """The placement with parameters ``data`` as a ``Place``, or None when one of them is
+    not in its usual form (the handler reads it then)."""
+    symbol = data.get("symbol")
+    if type(symbol) is not str or not _symbol(symbol):
+        return None
+    side = _choice(data.get("side"), _SIDES)
+    order_type = _choice(data.get("type"), _TYPES)
+    if side is None or order_type is None:
+        return None
+    tif = data.get("timeInForce")
+    if tif is not None and (tif := _choice(tif, _TIME_IN_FORCE)) is None:
+        return None
+    client_id = data.get("newClientOrderId")
+    if client_id is None:
+        client_id = ""
+    elif type(client_id) is not str or (client_id and not _client_id(client_id)):
+        return None
+    volume = _plain_decimal(data.get("volume"))
+    if volume is None:
+        return None
+    price = (0, 0)
+    if order_type == LIMIT:
+        given = _plain_decimal(data.get("price"))
+        if given is None:
+            return None
+        price = given
+    return Place(
+        command_id,
+        path,
+        api_key,
+        ip,
+        request_id,
+        symbol.upper(),
+        side,
+        order_type,
+        *volume,
+        *price,
+        tif or "",
+        client_id,
+    )
+
+
+def place_order(
+    pairs: Mapping[str, PairSpec], place: Place, now: int, account: int
+) -> tuple[PairSpec, PlaceOrder] | None:
+    """The engine command of ``place`` (what ``api.spot.place_command`` builds), or None
+    when the handler must answer it (an unknown symbol, more decimal places than allowed)."""
+    pair = pairs.get(place.symbol)
+    if pair is None:
+        return None
+    price = qty = quote_qty = 0
+    volume, places = place.volume, place.volume_places
+    if place.order_type == LIMIT:
+        price_places = place.price_places
+        decimals = pair.quantity_precision
+        if places > decimals or price_places > pair.price_precision:
+            return None
+        price = place.price * pow10(pair.price_precision - price_places)
+        qty = volume * pow10(decimals - places)
+    elif place.side == BUY:
+        decimals = pair.price_precision
+        if places > decimals:
+            return None
+        quote_qty = volume * pow10(pair.quote_decimals - places)
+    else:
+        decimals = pair.quantity_precision
+        if places > decimals:
+            return None
+        qty = volume * pow10(decimals - places)
+    command = PlaceOrder(
+        now,
+        account,
+        pair.symbol,
+        place.side,
+        place.order_type,
+        price,
+        qty,
+        quote_qty,
+        place.time_in_force or GTC,
+        place.client_id,
+    )
+    return pair, command
+
+
+def as_forwarded(place: Place) -> Forwarded:
+    """``place`` as the request it was read from (its numbers' text without leading zeros:
+    the handler reads them to the same values, and refuses them alike)."""
+    params = {
+        "symbol": place.symbol,
+        "side": place.side,
+        "type": place.order_type,
+        "volume": format_units(place.volume, place.volume_places),
+    }
+    if place.price:
+        params["price"] = format_units(place.price, place.price_places)
+    if place.time_in_force:
+        params["timeInForce"] = place.time_in_force
+    if place.client_id:
+        params["newClientOrderId"] = place.client_id
+    return Forwarded(
+        place.id, "POST", place.path, params, place.api_key, place.ip, place.request_id
+    )
+
+
+def placed(pair: PairSpec, order: OrderState) -> Placed:
+    """The engine's answer to a ``Place`` it placed as ``order`` (what
+    ``api.wire.order_created`` shows of it, in units)."""
+    if order.type == MARKET and order.side == BUY:
+        orig = order.quote_qty // pow10(pair.quote_decimals - pair.price_precision)
+    else:
+        orig = order.qty
+    return Placed(
+        order.id,
+        order.time,
+        order.status,
+        order.price,
+        orig,
+        order.filled,
+        pair.price_precision,
+        pair.quantity_precision,
+    )
+
+
+def render_placed(place: Place, answer: Placed) -> bytes:
+    """The JSON answer to the placement ``place``, placed as ``answer`` says."""
+    order_id = str(answer.order_id)
+    price_decimals, quantity_decimals = answer.price_decimals, answer.quantity_decimals
+    orig_decimals = (
+        price_decimals if place.order_type == MARKET and place.side == BUY else quantity_decimals
+    )
+    return encoded(
+        OrderCreated(
+            place.symbol,
+            order_id,
+            order_id,
+            place.client_id,
+            str(answer.time),
+            format_units(answer.price, price_decimals),
+            format_units(answer.orig, orig_decimals),
+            format_units(answer.executed, quantity_decimals),
+            answer.status,  # type: ignore[arg-type]  # the engine's order status
+            place.order_type,  # type: ignore[arg-type]  # LIMIT or MARKET, as read
+            place.side,  # type: ignore[arg-type]  # BUY or SELL, as read
+        )
+    )

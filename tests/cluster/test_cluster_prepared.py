@@ -111,6 +111,9 @@ def _decimal_texts(places: int) -> st.SearchStrategy[str]:
 _NUMBERS = st.one_of(
     _decimal_texts(8),  # within the pair's places, or beyond them
     st.sampled_from(["0", "0.0", "-1", "1e-3", "1.", ".5", "", " 1", "1,5", "٣", "00000.100"]),
+    # Digits beyond MessagePack's 64 bits (a client writing 20 places): the handler reads them.
+    st.sampled_from(["1.00000000000000000000", "18446744073709551616", "9223372036854775808"]),
+    st.builds(lambda n, zeros: f"{n}.{'0' * zeros}", st.integers(1, 30), st.integers(10, 21)),
     st.decimals(0, 50, places=3, allow_nan=False, allow_infinity=False),  # JSON numbers
     st.integers(0, 40),
     st.none(),
@@ -213,6 +216,8 @@ def test_usual_parameters_are_read_and_the_rest_left_to_the_handler() -> None:
         ("timeInForce", ""),
         ("newClientOrderId", "has space"),
         ("newClientOrderId", 12),
+        ("volume", "1.00000000000000000000"),  # its digits beyond 64 bits
+        ("price", "9223372036854775808"),
     ]:
         assert _prepare(**{**usual, name: unusual}) is None, (name, unusual)
     market = _prepare(symbol="BTCUSDT", side="BUY", type="MARKET", volume="10", price="bad")

@@ -42,6 +42,11 @@ def _choice(value: Any, allowed: frozenset[str]) -> str | None:
     return None
 
 
+_MAX_DIGITS = 2**63 - 1
+"""The largest digits a ``Place`` carries (MessagePack's integers end at 64 bits): beyond it
+(``"1.00000000000000000000"``, say), the handler reads the number."""
+
+
 def _plain_decimal(value: Any) -> tuple[int, int] | None:
     """Positive decimal text as ``Params.units`` takes it at once (its places aside), as its
     digits and their places after the point; None for anything else."""
@@ -57,7 +62,7 @@ def _plain_decimal(value: Any) -> tuple[int, int] | None:
         and len(fraction) <= 20
     ):
         number = int(digits)
-        if number > 0:
+        if 0 < number <= _MAX_DIGITS:
             return number, len(fraction)
     return None
 

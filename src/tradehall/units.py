@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-_POW10 = [10**i for i in range(40)]
+POW10 = [10**i for i in range(40)]
 _PLAIN_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
 
 
@@ -28,7 +28,7 @@ def is_plain_decimal(text: str) -> bool:
 
 
 def pow10(n: int) -> int:
-    return _POW10[n] if 0 <= n < len(_POW10) else int(10**n)
+    return POW10[n] if 0 <= n < len(POW10) else int(10**n)
 
 
 def to_units(value: str | int | Decimal, decimals: int) -> int:

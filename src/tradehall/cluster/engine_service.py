@@ -532,7 +532,8 @@ class EngineService(Service):
         exchange = self.state.exchange
         if self._access_log or exchange.failure is not None:
             return False
-        key = exchange.keys.get(place.api_key)
+        api_key = place.api_key
+        key = exchange.keys.get(api_key)
         if key is None:
             return False
         row = key.row
@@ -542,19 +543,21 @@ class EngineService(Service):
         if prepared is None:
             return False
         pair, command = prepared
-        pending = exchange.pending
-        staged = len(pending.entries)
+        entries = exchange.pending.entries
+        staged = len(entries)
         try:
-            admit_key_use(exchange, key, now)
+            if not exchange.selfservice.use(exchange.note_state, api_key, now):
+                admit_key_use(exchange, key, now)  # expired: its refusal
             order = exchange.apply(command)
         except Exception as exc:
             scope = self._scope(place.path, place.ip, place.request_id, "POST")
             scope["user_id"] = row.user_id
             work.slots.append(self._failure(exc, scope))
+            if len(entries) != staged:  # the key's use was noted
+                exchange.pending.command_ids.append(place.id)  # the journal records it
             return True
-        finally:
-            if len(pending.entries) != staged:
-                pending.command_ids.append(place.id)  # the journal records it
+        if exchange.journaling:  # the command is among the journal's entries
+            exchange.pending.command_ids.append(place.id)  # and so is its id
         work.slots.append(None)
         commit = work.commit
         if commit is None:  # the same for every command of the message

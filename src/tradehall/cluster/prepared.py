@@ -27,7 +27,7 @@ from tradehall.cluster.protocol import Forwarded, Place, Placed
 from tradehall.engine.commands import PlaceOrder
 from tradehall.engine.markets import PairSpec
 from tradehall.engine.orders import BUY, GTC, LIMIT, MARKET, TIME_IN_FORCE, OrderState
-from tradehall.units import format_units, pow10
+from tradehall.units import POW10, format_units
 
 _SIDES = frozenset(("BUY", "SELL"))
 _TYPES = frozenset(("LIMIT", "MARKET"))
@@ -127,18 +127,18 @@ def place_order(
         decimals = pair.quantity_precision
         if places > decimals or price_places > pair.price_precision:
             return None
-        price = place.price * pow10(pair.price_precision - price_places)
-        qty = volume * pow10(decimals - places)
+        price = place.price * POW10[pair.price_precision - price_places]
+        qty = volume * POW10[decimals - places]
     elif place.side == BUY:
         decimals = pair.price_precision
         if places > decimals:
             return None
-        quote_qty = volume * pow10(pair.quote_decimals - places)
+        quote_qty = volume * POW10[pair.quote_decimals - places]
     else:
         decimals = pair.quantity_precision
         if places > decimals:
             return None
-        qty = volume * pow10(decimals - places)
+        qty = volume * POW10[decimals - places]
     command = PlaceOrder(
         now,
         account,
@@ -174,14 +174,14 @@ def as_forwarded(place: Place) -> Forwarded:
     )
 
 
-def placed(pair: PairSpec, order: OrderState) -> Placed:
+def placed(pair: PairSpec, order: OrderState) -> tuple[int, int, str, int, int, int, int, int]:
     """The engine's answer to a ``Place`` it placed as ``order`` (what
     ``api.wire.order_created`` shows of it, in units)."""
     if order.type == MARKET and order.side == BUY:
-        orig = order.quote_qty // pow10(pair.quote_decimals - pair.price_precision)
+        orig = order.quote_qty // POW10[pair.quote_decimals - pair.price_precision]
     else:
         orig = order.qty
-    return Placed(
+    return (  # a Placed as MessagePack writes it, without making one
         order.id,
         order.time,
         order.status,

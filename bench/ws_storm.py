@@ -60,19 +60,27 @@ async def storm(host: str, port: int, clients: int, channels: tuple[str, ...]) -
         writer.transport.abort()  # no close frame: the connection just drops
 
 
-def open_files(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def open_sockets(pid: int) -> int:
+    """The server's open sockets (not its files: the store opens database, WAL and shared
+    memory files of its own whenever a reader first needs them)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:  # closed meanwhile
+            pass
+    return count
 
 
-def settle(pid: int, files: int, timeout: float = 30.0) -> int:
-    """Waits until the server has closed the storm's sockets (its open files back to
-    ``files``, or steady for 2 s: the store may open one of its own meanwhile); returns its
-    RSS then."""
+def settle(pid: int, sockets: int, timeout: float = 30.0) -> int:
+    """Waits until the server has closed the storm's sockets (its open sockets back to
+    ``sockets``, or steady for 2 s); returns its RSS then."""
     deadline = time.monotonic() + timeout
-    last, since = open_files(pid), time.monotonic()
-    while last > files and time.monotonic() < deadline and time.monotonic() - since < 2.0:
+    last, since = open_sockets(pid), time.monotonic()
+    while last > sockets and time.monotonic() < deadline and time.monotonic() - since < 2.0:
         time.sleep(0.2)
-        now = open_files(pid)
+        now = open_sockets(pid)
         if now != last:
             last, since = now, time.monotonic()
     time.sleep(1.0)
@@ -88,13 +96,13 @@ def run(storms: int, clients: int, channels: int) -> dict[str, Any]:
         host, port = server["url"].removeprefix("http://").rsplit(":", 1)
         pid = server["pid"]
         chosen = CHANNELS[:channels]
-        files_before = open_files(pid)
+        sockets_before = open_sockets(pid)
         asyncio.run(storm(host, int(port), 5, chosen))  # warm-up: the channels exist once
-        before = settle(pid, files_before)
+        before = settle(pid, sockets_before)
         after = []
         for _ in range(storms):
             asyncio.run(storm(host, int(port), clients, chosen))
-            after.append(settle(pid, files_before))
+            after.append(settle(pid, sockets_before))
         return {
             "clients": clients,
             "channels": len(chosen),
@@ -103,8 +111,8 @@ def run(storms: int, clients: int, channels: int) -> dict[str, Any]:
             "rss_after_each_storm_mb": [round(r / MB, 1) for r in after],
             "rss_growth_mb": round((after[-1] - before) / MB, 1),
             "rss_growth_last_half_mb": round((after[-1] - after[len(after) // 2]) / MB, 1),
-            "open_files_before": files_before,
-            "open_files_after": open_files(pid),
+            "open_sockets_before": sockets_before,
+            "open_sockets_after": open_sockets(pid),
         }
     finally:
         kill(proc)

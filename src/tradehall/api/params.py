@@ -25,6 +25,27 @@ _INTEGER = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 
+def plain_decimal(value: Any) -> tuple[int, int] | None:
+    """Positive plain decimal text (digits, at most one point with digits after it, at most
+    20 digits on either side), as its digits read as one integer and how many of them follow
+    the point; None for anything else (``to_units`` reads that, or says what is wrong)."""
+    if type(value) is not str:
+        return None
+    whole, point, fraction = value.partition(".")
+    digits = whole + fraction
+    if (
+        digits.isdigit()
+        and digits.isascii()
+        and 0 < len(whole) <= 20
+        and (bool(fraction) or not point)
+        and len(fraction) <= 20
+    ):
+        number = int(digits)
+        if number > 0:
+            return number, len(fraction)
+    return None
+
+
 class Params:
     __slots__ = ("data",)
 
@@ -93,22 +114,9 @@ class Params:
 
     def units(self, name: str, decimals: int, required: bool = True) -> int | None:
         """A positive decimal with at most ``decimals`` places, as integer units."""
-        value = self.data.get(name)
-        if type(value) is str:  # plain decimal text, as to_units would take it: at once
-            whole, point, fraction = value.partition(".")
-            digits = whole + fraction
-            places = len(fraction)
-            if (
-                places <= decimals  # more places than allowed: to_units tells which error
-                and digits.isdigit()
-                and digits.isascii()
-                and 0 < len(whole) <= 20
-                and (places or not point)
-                and places <= 20
-            ):
-                units = int(digits) * pow10(decimals - places)
-                if units > 0:
-                    return units
+        plain = plain_decimal(self.data.get(name))  # the usual case, at once
+        if plain is not None and plain[1] <= decimals:  # more: to_units tells which error
+            return plain[0] * pow10(decimals - plain[1])
         value = self.raw(name)
         if value is None:
             if required:

@@ -110,6 +110,14 @@ class Symbol(Rule):
         return read
 
 
+def usual_choice(value: Any, allowed: frozenset[str]) -> str | None:
+    """``value`` upper-cased when it is text naming one of ``allowed`` in any ASCII case
+    (the usual case); None for anything else."""
+    if type(value) is str and value.isascii() and (upper := value.upper()) in allowed:
+        return upper
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Choice(Rule):
     """One of ``allowed``, in any (ASCII) case; upper-cased."""
@@ -124,8 +132,9 @@ class Choice(Rule):
 
         def read(params: Params, given: dict[str, Any]) -> str | None:
             value = params.data.get(name)
-            if type(value) is str and value.isascii() and (upper := value.upper()) in usual:
-                return upper  # the usual cases, at once
+            upper = usual_choice(value, usual)
+            if upper is not None:  # the usual cases, at once
+                return upper
             if value is None and not required:
                 return None
             return params.choice(name, allowed, code, required=required)
@@ -362,4 +371,5 @@ __all__ = [
     "readers_of",
     "reading",
     "rules_of",
+    "usual_choice",
 ]

@@ -548,13 +548,6 @@ def qty(pair: PairSpec, lots: int) -> str:
     return format_units(lots, pair.quantity_precision)
 
 
-def quote_amount(pair: PairSpec, units: int) -> str:
-    """A quote amount given at the pair's price precision (MARKET BUY volume)."""
-    return format_units(
-        units // pow10(pair.quote_decimals - pair.price_precision), pair.price_precision
-    )
-
-
 def avg_price(pair: PairSpec, filled: int, filled_quote: int) -> str:
     if not filled:
         return price(pair, 0)
@@ -563,10 +556,17 @@ def avg_price(pair: PairSpec, filled: int, filled_quote: int) -> str:
     return f"{(ticks * places).quantize(places, rounding=ROUND_HALF_EVEN):f}"
 
 
-def orig_qty(pair: PairSpec, order: OrderState) -> str:
+def orig_units(pair: PairSpec, order: OrderState) -> tuple[int, int]:
+    """What the order asked for, as units and their decimals: the base quantity, or for a
+    MARKET BUY the quote amount to spend, at the pair's price precision."""
     if order.type == MARKET and order.side == BUY:
-        return quote_amount(pair, order.quote_qty)
-    return qty(pair, order.qty)
+        scale = pow10(pair.quote_decimals - pair.price_precision)
+        return order.quote_qty // scale, pair.price_precision
+    return order.qty, pair.quantity_precision
+
+
+def orig_qty(pair: PairSpec, order: OrderState) -> str:
+    return format_units(*orig_units(pair, order))
 
 
 def server_time(now_ms: int) -> ServerTime:

@@ -181,9 +181,9 @@ the commit and its answer."""
 
 @dataclasses.dataclass(slots=True)
 class _Work:
-    """A message's commands on their way: its answers (None until known), the handlers
-    still running (``_Waiting``) and the resent
-    ids (index, the future of the message that first had the id, its place there).
+    """A message's commands on their way: its answers (None until known), the commands
+    still waiting (``_Waiting``) and the resent ids (index, the future of the message that
+    first had the id, its place there).
 
     The de-duplication window maps each id the message applied to it. Once the message is
     answered (``_settle``) it keeps only its ids and its reply: a resend of one of them is

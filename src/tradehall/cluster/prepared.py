@@ -21,12 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from tradehall.api.http import encoded
-from tradehall.api.params import CLIENT_ID, SYMBOL
-from tradehall.api.wire import OrderCreated
+from tradehall.api.params import CLIENT_ID, SYMBOL, plain_decimal
+from tradehall.api.reading import usual_choice
+from tradehall.api.wire import OrderCreated, orig_units
 from tradehall.cluster.protocol import Forwarded, Place, Placed
 from tradehall.engine.commands import PlaceOrder
 from tradehall.engine.markets import PairSpec
-from tradehall.engine.orders import BUY, GTC, LIMIT, MARKET, TIME_IN_FORCE, OrderState
+from tradehall.engine.orders import BUY, GTC, LIMIT, TIME_IN_FORCE, OrderState
 from tradehall.units import POW10, format_units
 
 _SIDES = frozenset(("BUY", "SELL"))
@@ -36,35 +37,16 @@ _symbol = SYMBOL.fullmatch
 _client_id = CLIENT_ID.fullmatch
 
 
-def _choice(value: Any, allowed: frozenset[str]) -> str | None:
-    if type(value) is str and value.isascii() and (upper := value.upper()) in allowed:
-        return upper
-    return None
-
-
 _MAX_DIGITS = 2**63 - 1
 """The largest digits a ``Place`` carries (MessagePack's integers end at 64 bits): beyond it
 (``"1.00000000000000000000"``, say), the handler reads the number."""
 
 
-def _plain_decimal(value: Any) -> tuple[int, int] | None:
-    """Positive decimal text as ``Params.units`` takes it at once (its places aside), as its
-    digits and their places after the point; None for anything else."""
-    if type(value) is not str:
-        return None
-    whole, point, fraction = value.partition(".")
-    digits = whole + fraction
-    if (
-        digits.isdigit()
-        and digits.isascii()
-        and 0 < len(whole) <= 20
-        and (bool(fraction) or not point)
-        and len(fraction) <= 20
-    ):
-        number = int(digits)
-        if 0 < number <= _MAX_DIGITS:
-            return number, len(fraction)
-    return None
+def _digits(value: Any) -> tuple[int, int] | None:
+    """Plain decimal text as ``Params.units`` reads it at once, as its digits and their
+    places after the point, if the digits fit in a ``Place``."""
+    plain = plain_decimal(value)
+    return plain if plain is not None and plain[0] <= _MAX_DIGITS else None
 
 
 def prepare_place(
@@ -75,24 +57,24 @@ def prepare_place(
     symbol = data.get("symbol")
     if type(symbol) is not str or not _symbol(symbol):
         return None
-    side = _choice(data.get("side"), _SIDES)
-    order_type = _choice(data.get("type"), _TYPES)
+    side = usual_choice(data.get("side"), _SIDES)
+    order_type = usual_choice(data.get("type"), _TYPES)
     if side is None or order_type is None:
         return None
     tif = data.get("timeInForce")
-    if tif is not None and (tif := _choice(tif, _TIME_IN_FORCE)) is None:
+    if tif is not None and (tif := usual_choice(tif, _TIME_IN_FORCE)) is None:
         return None
     client_id = data.get("newClientOrderId")
     if client_id is None:
         client_id = ""
     elif type(client_id) is not str or (client_id and not _client_id(client_id)):
         return None
-    volume = _plain_decimal(data.get("volume"))
+    volume = _digits(data.get("volume"))
     if volume is None:
         return None
     price = (0, 0)
     if order_type == LIMIT:
-        given = _plain_decimal(data.get("price"))
+        given = _digits(data.get("price"))
         if given is None:
             return None
         price = given
@@ -174,32 +156,29 @@ def as_forwarded(place: Place) -> Forwarded:
     )
 
 
-def placed(pair: PairSpec, order: OrderState) -> tuple[int, int, str, int, int, int, int, int]:
-    """The engine's answer to a ``Place`` it placed as ``order`` (what
-    ``api.wire.order_created`` shows of it, in units)."""
-    if order.type == MARKET and order.side == BUY:
-        orig = order.quote_qty // POW10[pair.quote_decimals - pair.price_precision]
-    else:
-        orig = order.qty
-    return (  # a Placed as MessagePack writes it, without making one
+def placed(pair: PairSpec, order: OrderState) -> tuple[int, int, str, int, int, int, int, int, int]:
+    """The engine's answer to a ``Place`` it placed as ``order``: what
+    ``api.wire.order_created`` shows of it, in units (a ``Placed`` as MessagePack writes it,
+    without making one)."""
+    orig, orig_decimals = orig_units(pair, order)
+    price_decimals = pair.price_precision
+    quantity_decimals = pair.quantity_precision
+    return (
         order.id,
         order.time,
         order.status,
         order.price,
+        price_decimals,
         orig,
+        orig_decimals,
         order.filled,
-        pair.price_precision,
-        pair.quantity_precision,
+        quantity_decimals,
     )
 
 
 def render_placed(place: Place, answer: Placed) -> bytes:
     """The JSON answer to the placement ``place``, placed as ``answer`` says."""
     order_id = str(answer.order_id)
-    price_decimals, quantity_decimals = answer.price_decimals, answer.quantity_decimals
-    orig_decimals = (
-        price_decimals if place.order_type == MARKET and place.side == BUY else quantity_decimals
-    )
     return encoded(
         OrderCreated(
             place.symbol,
@@ -207,9 +186,9 @@ def render_placed(place: Place, answer: Placed) -> bytes:
             order_id,
             place.client_id,
             str(answer.time),
-            format_units(answer.price, price_decimals),
-            format_units(answer.orig, orig_decimals),
-            format_units(answer.executed, quantity_decimals),
+            format_units(answer.price, answer.price_decimals),
+            format_units(answer.orig, answer.orig_decimals),
+            format_units(answer.executed, answer.quantity_decimals),
             answer.status,  # type: ignore[arg-type]  # the engine's order status
             place.order_type,  # type: ignore[arg-type]  # LIMIT or MARKET, as read
             place.side,  # type: ignore[arg-type]  # BUY or SELL, as read

@@ -158,12 +158,13 @@ class Placed(msgspec.Struct, array_like=True, frozen=True, gc=False):
     status: str
     price: int
     """In units of ``price_decimals`` places."""
-    orig: int
-    """The quantity ordered in units of ``quantity_decimals`` places; for a MARKET BUY the
-    quote amount to spend, in units of ``price_decimals`` places."""
-    executed: int
-    """In units of ``quantity_decimals`` places."""
     price_decimals: int
+    orig: int
+    """What the order asked for (``api.wire.orig_units``): the quantity, or for a MARKET BUY
+    the quote amount to spend."""
+    orig_decimals: int
+    executed: int
+    """The quantity executed, in units of ``quantity_decimals`` places."""
     quantity_decimals: int
 
 

@@ -36,6 +36,7 @@ from tradehall.api.openapi import OPERATIONS, PATH
 from tradehall.api.params import Params
 from tradehall.api.reading import Reading
 from tradehall.api.requests import OrderRequest, SignedQuery
+from tradehall.api.usual import read_usual_place
 from tradehall.client import AdminClient
 from tradehall.exchange import Exchange
 
@@ -90,6 +91,20 @@ def _through(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _reads_through(fn: Callable[..., Any], schema: type[msgspec.Struct]) -> Callable[..., Any]:
+    """``fn``, which reads a request's parameters as ``schema`` declares them without a
+    ``Reading`` (the usual forms, read at once), noted as reading through ``schema``."""
+
+    def wrapped(*args: Any) -> Any:
+        token = THROUGH.set(schema)
+        try:
+            return fn(*args)
+        finally:
+            THROUGH.reset(token)
+
+    return wrapped
+
+
 @pytest.fixture
 def recording(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     parse_body, parse_query = http_module.parse_body, http_module.parse_query
@@ -101,6 +116,12 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(http_module, "parse_query", lambda raw: recorded(parse_query(raw)))
     for name in ("value", "present", "missing", "malformed"):
         monkeypatch.setattr(Reading, name, _through(getattr(Reading, name)))
+    monkeypatch.setattr(
+        http_module, "recv_window", _reads_through(http_module.recv_window, SignedQuery)
+    )
+    monkeypatch.setattr(  # where create_order finds it
+        "tradehall.api.spot.read_usual_place", _reads_through(read_usual_place, OrderRequest)
+    )
     for table in (READ, DIRECT, TYPES):
         table.clear()
     yield

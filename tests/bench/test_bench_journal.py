@@ -16,6 +16,8 @@ def test_a_small_run_reports_the_ratio_the_lag_and_the_projector(tmp_path: Path)
     (measured,) = report["rounds"]
     assert measured["place_errors"] == 0 and measured["place_per_s"] > 0
     assert measured["ratio"] == measured["place_per_s"] / measured["ping_per_s"]
+    before, after = measured["ping_before_after_per_s"]
+    assert before > 0 and after > 0 and measured["ping_per_s"] == (before + after) / 2
     assert measured["journal_records"] > 0 and measured["projector_cpu_s"] >= 0
     assert measured["lag_max_records"] is not None and measured["history_read_errors"] == 0
     assert set(report["median"]) >= {"ratio", "catch_up_s", "history_read_p99_ms"}

@@ -1,6 +1,7 @@
-"""Placements a gateway reads for the engine (``cluster.prepared``): whatever a client sends
-to ``POST /order``, the gateway + engine answer byte for byte what one process answers, and
-leave the same exchange behind."""
+"""Placements read at once (``api.usual``: by ``serve``'s handler, and by a gateway for the
+engine, ``cluster.prepared``): whatever a client sends to ``POST /order``, one process and
+gateway + engine answer byte for byte what the handler's full reading answers, and leave the
+same exchange behind."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import msgspec
 import pytest
@@ -30,7 +33,7 @@ from support import (
     nats_unreachable,
     split_apps,
 )
-from tradehall.api import wire
+from tradehall.api import spot, wire
 from tradehall.api.app import create_app
 from tradehall.api.http import encoded
 from tradehall.client import AdminClient, Client
@@ -77,27 +80,45 @@ def _funded(admin: AdminClient, http: TestClient, clock: FakeClock) -> list[Clie
     return clients
 
 
+def handler_only() -> AbstractContextManager[Any]:
+    """``serve``'s placement handler without its reading at once: the full reading of
+    ``OrderRequest`` for every placement, as before ``api.usual``."""
+    return mock.patch.object(spot, "read_usual_place", lambda data: None)
+
+
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side, FakeClock]]:
-    """The same exchange served by one process and by an engine behind a gateway."""
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Side, Side, Side, FakeClock]]:
+    """The same exchange served by one process (twice: one of them always reads placements
+    with the handler's full reading) and by an engine behind a gateway."""
     clock = FakeClock()
+    zero: Path = tmp_path_factory.mktemp("zero") / "tradehall.db"
     one: Path = tmp_path_factory.mktemp("one") / "tradehall.db"
     two: Path = tmp_path_factory.mktemp("two") / "tradehall.db"
-    serve_exchange, split_exchange = make_exchange(one), make_exchange(two)
+    full_exchange, serve_exchange = make_exchange(zero), make_exchange(one)
+    split_exchange = make_exchange(two)
+    full_app = create_app(full_exchange, clock=clock, admin_token=ADMIN_TOKEN, run_scheduler=False)
     app = create_app(serve_exchange, clock=clock, admin_token=ADMIN_TOKEN, run_scheduler=False)
     with (
+        TestClient(full_app) as full_http,
         TestClient(app) as serve_http,
         split_apps(split_exchange, clock) as (engine_http, service, gateway, split_http),
     ):
+        full_admin = AdminClient(BASE_URL, ADMIN_TOKEN, http=full_http)
         serve_admin = AdminClient(BASE_URL, ADMIN_TOKEN, http=serve_http)
         split_admin = SplitAdmin(
             BASE_URL, ADMIN_TOKEN, http=engine_http, gateway=gateway, engine=service
         )
+        full_clients = _funded(full_admin, full_http, clock)
         serve_clients = _funded(serve_admin, serve_http, clock)
         split_clients = _funded(split_admin, split_http, clock)
-        yield Side(serve_clients, serve_exchange), Side(split_clients, split_exchange), clock
-    serve_exchange.store.close()
-    split_exchange.store.close()
+        yield (
+            Side(full_clients, full_exchange),
+            Side(serve_clients, serve_exchange),
+            Side(split_clients, split_exchange),
+            clock,
+        )
+    for exchange in (full_exchange, serve_exchange, split_exchange):
+        exchange.store.close()
 
 
 def _decimal_texts(places: int) -> st.SearchStrategy[str]:
@@ -172,18 +193,23 @@ def _body(params: dict[str, Any]) -> bytes:
         st.tuples(_PARAMS, st.booleans(), st.sampled_from([0, 1])), min_size=1, max_size=6
     )
 )
-def test_a_placement_gets_the_same_answer_through_a_gateway(
-    sides: tuple[Side, Side, FakeClock], placements: list[tuple[dict[str, Any], bool, int]]
+def test_a_placement_read_at_once_gets_the_handlers_answer_in_both_topologies(
+    sides: tuple[Side, Side, Side, FakeClock], placements: list[tuple[dict[str, Any], bool, int]]
 ) -> None:
-    serve, split, clock = sides
+    full, serve, split, clock = sides
     for params, v2, trader in placements:
         clock.advance(1)
         body = _body(params)
         path = ORDER_V2 if v2 else ORDER
+        with handler_only():
+            zero = full.clients[trader].request("POST", path, raw_body=body)
         one = serve.clients[trader].request("POST", path, raw_body=body)
         two = split.clients[trader].request("POST", path, raw_body=body)
-        assert (two.status_code, two.content) == (one.status_code, one.content), params
-    assert split.exchange.engine.state_hash() == serve.exchange.engine.state_hash()
+        assert (one.status_code, one.content) == (zero.status_code, zero.content), params
+        assert (two.status_code, two.content) == (zero.status_code, zero.content), params
+    state = full.exchange.engine.state_hash()
+    assert serve.exchange.engine.state_hash() == state
+    assert split.exchange.engine.state_hash() == state
 
 
 # ------------------------------------------------------------------ the gateway's half

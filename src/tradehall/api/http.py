@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope
 
 from tradehall.api import wire
-from tradehall.api.auth import MAX_AHEAD_MS, authenticate
+from tradehall.api.auth import DEFAULT_RECV_WINDOW, MAX_AHEAD_MS, authenticate
 from tradehall.api.errors import ApiError, error_response
 from tradehall.api.monitor import Monitor
 from tradehall.api.params import Params
@@ -301,6 +301,15 @@ def json_response(content: Any, status: int = 200) -> Response:
     return Response(_encode(content), status_code=status, media_type=JSON)
 
 
+def recv_window(params: Params) -> int:
+    """A signed request's recvWindow, as ``SignedQuery`` reads it (every signed request type
+    declares it so); when absent, the usual case, its default without building a Reading."""
+    if params.data.get("recvWindow") is None:
+        return DEFAULT_RECV_WINDOW
+    window: int = reading(params, SignedQuery).value("recvWindow")
+    return window
+
+
 def _too_large() -> ApiError:
     return ApiError(Code.BAD_PARAM, f"request body is larger than {MAX_BODY_BYTES} bytes")
 
@@ -530,8 +539,7 @@ def endpoint(
                 params = parse_query(raw_query)
             now = state.clock()
             if signed:
-                # Every signed request type declares recvWindow as SignedQuery does.
-                window: int = reading(params, SignedQuery).value("recvWindow")
+                window = recv_window(params)
                 if method == "POST":
                     query = scope.get("query_string", b"")
                     raw_query = query.decode("latin-1") if query else ""

@@ -32,6 +32,7 @@ from tradehall.api.requests import (
     TickerV2Query,
     TradesQuery,
 )
+from tradehall.api.usual import read_usual_place, usual_order
 from tradehall.codes import Code, Reject
 from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import CancelBatch, CancelOrder, PlaceBatch, PlaceOrder
@@ -220,6 +221,14 @@ def place_command(
 
 
 async def create_order(call: Call) -> Any:
+    usual = read_usual_place(call.params.data)
+    if usual is not None:
+        built = usual_order(call.exchange.config.markets.pairs, *usual, call.now, call.account)
+        if built is not None:  # read at once (``api.usual``): the same command, fewer steps
+            pair, command = built
+            placed: OrderState = call.exchange.apply(command)
+            await call.durable()
+            return wire.order_created(pair, placed)
     req = reading(call.params, OrderRequest)
     pair = pair_of(call, req)
     order: OrderState = call.exchange.apply(place_command(call, pair, req))

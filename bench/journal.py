@@ -13,6 +13,7 @@ projector its child process), closed loops of 32 connections give
 
     python -m bench.journal                      # 3 rounds
     python -m bench.journal --rounds 5 --out journal.json
+    python -m bench.journal --topology gw1       # through a gateway worker and the engine
 
 Run it with another tree's ``src`` first on PYTHONPATH to measure that tree's server (rounds
 of two trees alternated by the caller); a server without a journal reports the ratio alone.
@@ -43,6 +44,9 @@ class JournalSpec:
     accounts: int = 200
     read_rate: float = 20.0
     sample_s: float = 0.05
+    topology: str = "serve"
+    """``serve`` (the goal's figure), or ``gw<N>``: the same loops through a gateway of N
+    workers in front of ``tradehall engine`` (NATS at 127.0.0.1:4222), on the same machine."""
 
 
 def child_cpu_seconds(pid: int) -> float:
@@ -132,7 +136,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def one_round(spec: JournalSpec, work: Path) -> dict[str, Any]:
     wire = replace(WireSpec(), closed_connections=spec.connections, duration=spec.duration)
-    with topology("serve", work) as (target, url):
+    with topology(spec.topology, work) as (target, url):
         token = admin_token(target)
         accounts = create_accounts(url, token, spec.accounts)
         ping = loadgen("ping", target, wire, NO_PINNING, work, open_loop=False)
@@ -200,9 +204,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=JournalSpec.duration)
     parser.add_argument("--connections", type=int, default=JournalSpec.connections)
     parser.add_argument("--accounts", type=int, default=JournalSpec.accounts)
+    parser.add_argument("--topology", default=JournalSpec.topology, help="serve or gw<N>")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    spec = JournalSpec(args.rounds, args.duration, args.connections, args.accounts)
+    if args.topology != "serve" and not args.topology.removeprefix("gw").isdigit():
+        parser.error("--topology is serve or gw<N> (N gateway workers)")
+    spec = JournalSpec(
+        args.rounds, args.duration, args.connections, args.accounts, topology=args.topology
+    )
     rounds = []
     with tempfile.TemporaryDirectory(prefix="tradehall-bench-journal-") as tmp:
         for i in range(spec.rounds):

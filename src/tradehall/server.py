@@ -258,6 +258,8 @@ def run(
         if demo:
             demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000)
             exchange.commit_now()
+        if projector is not None and standby is None:
+            tables_catch_up(store)
         token = datadir.admin_token()
         limits = dataclasses.replace(cfg.limits, enabled=cfg.limits.enabled and rate_limits)
         sock = listen(host, port)
@@ -298,6 +300,40 @@ def run(
             if standby is None or standby.role.stepped_down is None:
                 finish_projection(store, cfg, datadir)  # else the new leader's projector does
         store.close()
+
+
+CATCH_UP_LIMIT_S = 60.0
+
+
+def tables_catch_up(store: JournaledStore, limit_s: float = CATCH_UP_LIMIT_S) -> None:
+    """After a crash the journal holds records the tables do not (the engine replayed them
+    into memory): the projector child, just started, projects them before the server
+    answers, so that the first history reads do not find it still starting (they would wait
+    ``wait_s`` and be told to retry). A clean stop leaves nothing to wait for
+    (``finish_projection``); past ``limit_s`` the server starts anyway (reads then wait or
+    are told to retry, as under load). Not for a standby taking over, whose clients are
+    waiting for it to lead."""
+    head = store.head
+    projected = store.projected_seen()
+    if projected >= head:
+        return
+    log.info(
+        "the tables stand at journal record %d of %d: the projector catches them up before"
+        " the server answers",
+        projected,
+        head,
+    )
+    deadline = time.monotonic() + limit_s
+    while store.projected_seen() < head:
+        if time.monotonic() > deadline:
+            log.warning(
+                "the projector has not caught up in %.0f s (record %d of %d): serving anyway",
+                limit_s,
+                store.projected_seen(),
+                head,
+            )
+            return
+        time.sleep(0.02)
 
 
 def finish_projection(store: JournaledStore, cfg: Config, datadir: DataDir) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import journal
 
 
@@ -21,3 +23,9 @@ def test_a_small_run_reports_the_ratio_the_lag_and_the_projector(tmp_path: Path)
     assert measured["journal_records"] > 0 and measured["projector_cpu_s"] >= 0
     assert measured["lag_max_records"] is not None and measured["history_read_errors"] == 0
     assert set(report["median"]) >= {"ratio", "catch_up_s", "history_read_p99_ms"}
+
+
+def test_an_unknown_topology_is_refused() -> None:
+    with pytest.raises(SystemExit) as refused:
+        journal.main(["--topology", "cluster"])
+    assert refused.value.code == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -502,3 +503,40 @@ def test_audit_while_trading_reports_no_false_violations(
     assert [rc for rc, _ in reports] == [0] * len(reports), reports[-1][1]
     assert len(reports) >= 3
     assert server.stop() == 0
+
+
+def test_a_restart_after_a_crash_answers_once_the_tables_hold_the_journal(
+    server_factory: Any, tmp_path: Path, config_file: Path
+) -> None:
+    """Writes the tables never got (the projector frozen, then the server killed) are
+    projected by the next start's projector before that server answers: its first status
+    shows no lag, and history reads find the writes at once."""
+    data = tmp_path / "data"
+    cfg = ("--config", str(config_file))
+    first = server_factory(data, "--demo", "--no-sim", *cfg)
+    assert first.demo is not None
+    keys = (first.demo["apiKey"], first.demo["secret"])
+    children = Path(f"/proc/{first.proc.pid}/task/{first.proc.pid}/children").read_text()
+    (projector,) = [int(pid) for pid in children.split()]
+    os.kill(projector, signal.SIGSTOP)
+    try:
+        with Client(first.url, *keys) as c:
+            placed = [
+                c.create_order("BTCUSDT", "BUY", "LIMIT", "0.01", price=str(20000 + i))
+                for i in range(5)
+            ]
+            c.cancel_order("BTCUSDT", placed[0]["orderId"])
+        with admin_of(first) as admin:
+            assert admin.status()["journal"]["lag"] > 0
+        first.proc.send_signal(signal.SIGKILL)
+        assert first.proc.wait(15) == -signal.SIGKILL
+    finally:
+        os.kill(projector, signal.SIGKILL)
+    second = server_factory(data, "--demo", "--no-sim", *cfg)
+    with admin_of(second) as admin:
+        journal = admin.status()["journal"]
+    assert journal["lag"] == 0 and journal["projected"] == journal["head"], journal
+    with Client(second.url, *keys) as c:
+        ended = c.history_orders(symbol="BTCUSDT", limit=50)
+    ids = {o["orderId"] for o in ended}  # the cancelled order is history now
+    assert placed[0]["orderId"] in ids

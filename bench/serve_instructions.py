@@ -93,12 +93,12 @@ def measure(src: Path, spec: ServeInstructionsSpec, work: Path) -> dict[str, Any
             loadgen(scenario, info, warm, NO_PINNING, work, accounts, open_loop=False)
         result: dict[str, Any] = {"src": str(src)}
         for number, scenario in enumerate(SCENARIOS, start=1):
-            before = int(admin._get("/activity")["requestsTotal"])
+            before = int(admin.activity()["requestsTotal"])
             control("-z", str(proc.pid))
             control("-i", "on", str(proc.pid))
             answer = loadgen(scenario, info, wire, NO_PINNING, work, accounts, open_loop=False)
             control("-i", "off", str(proc.pid))
-            requests = int(admin._get("/activity")["requestsTotal"]) - before - 1
+            requests = int(admin.activity()["requestsTotal"]) - before - 1
             control("-d", scenario, str(proc.pid))
             dump = Path(f"{out}.{proc.pid}.{number}")
             instructions = totals(dump)["Ir"]

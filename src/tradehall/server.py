@@ -26,7 +26,7 @@ from tradehall.datadir import DataDir
 from tradehall.exchange import Exchange
 from tradehall.projector import Projector, ProjectorProcess, open_exchange
 from tradehall.sim.faults import FaultInjector
-from tradehall.store.base import collector_paused
+from tradehall.store.base import StoreError, collector_paused
 from tradehall.store.factory import open_store, store_identity
 from tradehall.store.journaled import JournaledStore
 from tradehall.stream.log_filters import quiet_invalid_utf8
@@ -313,8 +313,7 @@ def tables_catch_up(store: JournaledStore, limit_s: float = CATCH_UP_LIMIT_S) ->
     (``finish_projection``); past ``limit_s`` the server starts anyway (reads then wait or
     are told to retry, as under load). Not for a standby taking over, whose clients are
     waiting for it to lead."""
-    head = store.head
-    projected = store.projected_seen()
+    projected, head = store.projected_seen(), store.head
     if projected >= head:
         return
     log.info(
@@ -323,17 +322,10 @@ def tables_catch_up(store: JournaledStore, limit_s: float = CATCH_UP_LIMIT_S) ->
         projected,
         head,
     )
-    deadline = time.monotonic() + limit_s
-    while store.projected_seen() < head:
-        if time.monotonic() > deadline:
-            log.warning(
-                "the projector has not caught up in %.0f s (record %d of %d): serving anyway",
-                limit_s,
-                store.projected_seen(),
-                head,
-            )
-            return
-        time.sleep(0.02)
+    try:
+        store.caught_up(head, wait_s=limit_s)
+    except StoreError as exc:
+        log.warning("the tables have not caught up (%s): serving anyway", exc)
 
 
 def finish_projection(store: JournaledStore, cfg: Config, datadir: DataDir) -> None:

@@ -222,16 +222,16 @@ def place_command(
 
 async def create_order(call: Call) -> Any:
     usual = read_usual_place(call.params.data)
-    if usual is not None:
+    built = None
+    if usual is not None:  # read at once (``api.usual``): the same command, fewer steps
         built = usual_order(call.exchange.config.markets.pairs, *usual, call.now, call.account)
-        if built is not None:  # read at once (``api.usual``): the same command, fewer steps
-            pair, command = built
-            placed: OrderState = call.exchange.apply(command)
-            await call.durable()
-            return wire.order_created(pair, placed)
-    req = reading(call.params, OrderRequest)
-    pair = pair_of(call, req)
-    order: OrderState = call.exchange.apply(place_command(call, pair, req))
+    if built is None:
+        req = reading(call.params, OrderRequest)
+        pair = pair_of(call, req)
+        command = place_command(call, pair, req)
+    else:
+        pair, command = built
+    order: OrderState = call.exchange.apply(command)
     await call.durable()
     return wire.order_created(pair, order)
 

@@ -101,8 +101,8 @@ def usual_order(
     account: int,
 ) -> tuple[PairSpec, PlaceOrder] | None:
     """The engine command of a placement read at once (what ``api.spot.place_command``
-    builds), or None when the handler must answer it (an unknown symbol, more decimal places
-    than the pair allows)."""
+    builds; ``price`` is 0 for a MARKET, which reads none), or None when the handler must
+    answer it (an unknown symbol, more decimal places than the pair allows)."""
     pair = pairs.get(symbol)
     if pair is None:
         return None
@@ -114,12 +114,10 @@ def usual_order(
         price *= POW10[pair.price_precision - price_places]
         qty = volume * POW10[decimals - places]
     elif side == BUY:
-        price = 0
         if places > pair.price_precision:
             return None
         quote_qty = volume * POW10[pair.quote_decimals - places]
     else:
-        price = 0
         decimals = pair.quantity_precision
         if places > decimals:
             return None

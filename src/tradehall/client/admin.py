@@ -188,6 +188,11 @@ class AdminClient:
         """GET /admin/v1/status."""
         return self._get("/status")
 
+    def activity(self) -> Any:
+        """GET /admin/v1/activity: open orders per market, request and error totals and
+        rates, the latest errors."""
+        return self._get("/activity")
+
     def sim_status(self) -> Any:
         """The market simulation: markets, participants, injected faults."""
         return self._get("/sim")

@@ -162,13 +162,13 @@ class JournaledStore:
 
     # ------------------------------------------------------------- reads
 
-    def caught_up(self, target: int | None = None) -> None:
+    def caught_up(self, target: int | None = None, *, wait_s: float | None = None) -> None:
         """Return once the projections hold every record up to ``target`` (default: what is
-        committed now); ``ProjectionBehind`` after ``wait_s``."""
+        committed now); ``ProjectionBehind`` after ``wait_s`` (default: the store's)."""
         goal = self.head if target is None else target
         if self._projected >= goal:
             return
-        deadline = time.monotonic() + self.wait_s
+        deadline = time.monotonic() + (self.wait_s if wait_s is None else wait_s)
         inline = self.inline
         while True:
             projected = self.projections.projected()

@@ -27,9 +27,13 @@ def test_the_same_tree_counts_the_same_instructions_twice(tmp_path: Path) -> Non
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, timeout=600)
     report = json.loads(out.read_text())
     first, second = report["trees"]
-    assert first["instructions_per_command"] == second["instructions_per_command"]
+    # Equal to 0.01 %: objects hashed by address (ASLR) may probe a set differently from one
+    # run to the next (seen once: 27,193.4 against 27,192.8 instructions a command).
+    assert first["instructions_per_command"] == pytest.approx(
+        second["instructions_per_command"], rel=1e-4
+    )
     assert first["instructions_per_command"] > 1_000  # the loop really ran the engine
-    assert report["ratios_to_first"] == [1.0, 1.0]
+    assert report["ratios_to_first"] == pytest.approx([1.0, 1.0], rel=1e-4)
     assert report["spec"]["commands"] == 200
 
 

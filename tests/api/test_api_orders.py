@@ -881,6 +881,21 @@ def test_lower_case_values_accepted(env: Env, alice: Client) -> None:
     env.audit()
 
 
+def test_a_market_orders_price_is_not_read(env: Env, bob: Client) -> None:
+    """docs/api.md: whatever a MARKET order's ``price`` holds is ignored."""
+    buyer = env.trader({"USDT": "10000"})
+    bob.create_order("BTCUSDT", "SELL", "LIMIT", "0.004", price="50000")
+    for price in ("abc", "1", "-5"):
+        order = buyer.create_order("BTCUSDT", "BUY", "MARKET", "50", price=price)
+        assert (order["status"], order["executedQty"], order["price"]) == (
+            "FILLED",
+            "0.001000",
+            "0.00",
+        )
+    assert balances(buyer)["USDT"] == ("9850.00000000", "0.00000000")
+    env.audit()
+
+
 def test_null_values_count_as_absent(env: Env, alice: Client) -> None:
     body = {
         **BASE,

@@ -162,6 +162,26 @@ def test_an_audit_refuses_a_folder_without_an_exchange(tmp_path: Path) -> None:
     assert not typo.exists()
 
 
+@pytest.mark.parametrize("argv", [("status",), ("db", "vacuum")])
+def test_status_and_vacuum_refuse_a_folder_without_an_exchange(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """README: like `audit`, nothing to report or vacuum, and nothing created."""
+    typo = tmp_path / "typo"
+    result = cli(*argv, "--data-dir", str(typo), "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {"code": -1102, "msg": f"no exchange in {typo}"}
+    assert not typo.exists()
+
+
+def test_sim_status_of_a_folder_without_an_exchange_creates_nothing(tmp_path: Path) -> None:
+    typo = tmp_path / "typo"
+    result = cli("sim", "status", "--data-dir", str(typo), "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"running": False, "server": False}
+    assert not typo.exists()
+
+
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_an_audit_refuses_a_database_without_an_exchange(backend: Backend, tmp_path: Path) -> None:
     data = tmp_path / "data"

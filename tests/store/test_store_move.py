@@ -152,21 +152,13 @@ def test_an_export_refuses_a_folder_without_an_exchange(tmp_path: Path) -> None:
     assert not typo.exists() and not dump.exists()
 
 
-def test_an_audit_refuses_a_folder_without_an_exchange(tmp_path: Path) -> None:
-    """A cron job auditing a mistyped --data-dir (or a PostgreSQL venue's folder without its
-    --database) must fail, not pass on a new, empty exchange."""
-    typo = tmp_path / "typo"
-    result = cli("audit", "--data-dir", str(typo), "--json")
-    assert result.exit_code == 1
-    assert json.loads(result.stdout) == {"code": -1102, "msg": f"no exchange in {typo}"}
-    assert not typo.exists()
-
-
-@pytest.mark.parametrize("argv", [("status",), ("db", "vacuum")])
-def test_status_and_vacuum_refuse_a_folder_without_an_exchange(
+@pytest.mark.parametrize("argv", [("audit",), ("status",), ("db", "vacuum")])
+def test_audit_status_and_vacuum_refuse_a_folder_without_an_exchange(
     tmp_path: Path, argv: tuple[str, ...]
 ) -> None:
-    """README: like `audit`, nothing to report or vacuum, and nothing created."""
+    """README: nothing to audit, report or vacuum, and nothing created. A cron job auditing a
+    mistyped --data-dir (or a PostgreSQL venue's folder without its --database) must fail,
+    not pass on a new, empty exchange."""
     typo = tmp_path / "typo"
     result = cli(*argv, "--data-dir", str(typo), "--json")
     assert result.exit_code == 1

@@ -86,6 +86,18 @@ class GracefulServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.on_exit is not None:
             self.on_exit()
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        if self.drain_s > 0 and self._draining is None and not self.should_exit:
+            log.info(
+                "%s received: draining for %gs (/readyz answers 503), then stopping",
+                name,
+                self.drain_s,
+            )
+        else:
+            log.info("%s received: stopping (requests in flight are answered)", name)
         if self.drain_s > 0 and self._draining is None and not self.should_exit:
             self._draining = threading.Timer(self.drain_s, super().handle_exit, (sig, frame))
             self._draining.daemon = True
@@ -97,6 +109,16 @@ class GracefulServer(uvicorn.Server):
         await super().startup(sockets)
         if self.on_started is not None and not self.should_exit:
             self.on_started()
+        if not self.should_exit:
+            for server in self.servers:
+                for listening in server.sockets:
+                    host, port = listening.getsockname()[:2]
+                    shown = f"[{host}]" if ":" in host else host
+                    log.info("listening on http://%s:%d (pid %d)", shown, port, os.getpid())
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets)
+        log.info("stopped taking requests; every answer is sent")
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:

@@ -68,10 +68,18 @@ def futures_post(client: Client, path: str, body: dict[str, Any]) -> Any:
 
 def test_metrics_need_the_admin_token(venue: tuple[TestClient, FakeClock]) -> None:
     http, _ = venue
+    errors = value(scrape(http), "tradehall_http_errors_total")
     assert http.get("/metrics").status_code == 401
     assert http.get("/metrics", headers={"authorization": "Bearer nope"}).json()["code"] == -2015
     paths = http.get("/openapi.json").json()["paths"]
     assert "/metrics" not in paths
+    # The refusals leave a trace (served scrapes are not counted).
+    after = scrape(http)
+    refused = {"endpoint": "/metrics", "method": "GET", "code": "401"}
+    assert value(after, "tradehall_http_requests_total", **refused) == 2
+    assert value(after, "tradehall_http_errors_total") == errors + 2
+    served = {"endpoint": "/metrics", "method": "GET", "code": "200"}
+    assert value(after, "tradehall_http_requests_total", **served) == 0
 
 
 def test_each_counter_moves_by_what_the_session_did(venue: tuple[TestClient, FakeClock]) -> None:
@@ -186,3 +194,22 @@ def test_each_counter_moves_by_what_the_session_did(venue: tuple[TestClient, Fak
     (usdt,) = [b for b in insurance["balances"] if b["asset"] == "USDT"]
     assert fund == float(usdt["free"]) < 100000  # the liquidation's deficit came out of it
     assert value(after, "tradehall_simulation_running") == 0
+
+
+def test_the_insurance_gauge_shows_every_asset_the_fund_backs(
+    venue: tuple[TestClient, FakeClock],
+) -> None:
+    """The fund pays futures deficits (in margin coins) and the lending pool's (in either
+    asset of a margin pair): each has a sample, the assets it holds at their balance."""
+    http, _ = venue
+    admin = AdminClient(BASE_URL, ADMIN_TOKEN, http=http)
+    admin.fund("insurance", "ETH", "10", "fund-eth")
+    samples = scrape(http)
+    shown = {
+        dict(labels)["asset"]: amount
+        for (name, labels), amount in samples.items()
+        if name == "tradehall_insurance_fund_balance"
+    }
+    assert shown["ETH"] == 10.0  # backs ETHUSDT margin; not a futures margin coin
+    assert {"BTC", "USDT"} <= shown.keys()
+    assert shown["USDT"] == 0.0

@@ -74,3 +74,19 @@ def test_the_request_id_follows_a_request_to_the_engine(tmp_path: Path) -> None:
     (at_engine,) = [r for r in back if r.get("request_id") == trace]
     assert at_gateway["endpoint"] == at_engine["endpoint"] == "/spot/open/sapi/v1/depth"
     assert at_gateway["code"] == at_engine["code"] == 200
+
+
+def test_serve_logs_its_start_the_signal_and_its_stop(tmp_path: Path) -> None:
+    """An operator reading the log sees when the server listened, why it stopped, and that
+    it stopped cleanly (records of logger tradehall.server, in that order)."""
+    server = start_server(tmp_path / "data", "--log-format", "json")
+    port = server.url.rsplit(":", 1)[1]
+    logged = records(server)  # stops it with SIGTERM
+    assert server.proc.returncode == 0
+    messages = [r["message"] for r in logged if r["logger"] == "tradehall.server"]
+    listening = [i for i, m in enumerate(messages) if m.startswith("listening on http://")]
+    signalled = [i for i, m in enumerate(messages) if m.startswith("SIGTERM received: stopping")]
+    stopped = [i for i, m in enumerate(messages) if m.startswith("stopped taking requests")]
+    assert listening and signalled and stopped, messages
+    assert f":{port} (pid {server.proc.pid})" in messages[listening[0]]
+    assert listening[0] < signalled[0] < stopped[0]

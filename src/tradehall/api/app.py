@@ -100,7 +100,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     state: AppState = request.app.state.tradehall
     state.monitor.requests_total += 1
     if logs.ACCESS.isEnabledFor(logging.INFO):
-        extra = {"request_id": request.scope.get("request_id"), "code": exc.status_code}
+        extra = {
+            "request_id": request.scope.get("request_id"),
+            "endpoint": request.url.path,
+            "method": request.method,
+            "code": exc.status_code,
+        }
         logs.ACCESS.info("%s %s %d", request.method, UNMATCHED, exc.status_code, extra=extra)
     if state.monitor.detailed:
         method = request.method if request.method in _METHODS else "OTHER"

@@ -4,14 +4,19 @@ API. Gateways serve theirs on a listener of their own (``--metrics-port``)."""
 
 from __future__ import annotations
 
+import logging
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tradehall import logs
 from tradehall.api.admin import require_admin
-from tradehall.api.errors import ApiError, error_response
-from tradehall.api.http import AppState
+from tradehall.api.errors import ApiError
+from tradehall.api.http import AppState, failed_answer
 from tradehall.metrics.exposition import CONTENT_TYPE, render
+
+PATH = "/metrics"
 
 
 def routes() -> list[Route]:
@@ -20,9 +25,23 @@ def routes() -> list[Route]:
         try:
             require_admin(request, state)
         except ApiError as refused:
-            return error_response(refused.code, refused.msg, refused.status)
+            # Scrapes are not counted or logged (a probe every few seconds would drown the
+            # rest); a refused one is, so guessing the admin token here leaves a trace.
+            state.monitor.requests_total += 1
+            state.monitor.count(PATH, "GET", refused.status)
+            if logs.ACCESS.isEnabledFor(logging.INFO):
+                extra = {
+                    "request_id": request.scope.get("request_id"),
+                    "endpoint": PATH,
+                    "method": "GET",
+                    "code": refused.status,
+                }
+                logs.ACCESS.info("GET %s %d", PATH, refused.status, extra=extra)
+            return failed_answer(
+                state.monitor, request.scope, refused.code, refused.msg, refused.status
+            )
         if state.metrics is None:
             return Response(b"", media_type=CONTENT_TYPE)
         return Response(render(state.metrics), media_type=CONTENT_TYPE)
 
-    return [Route("/metrics", metrics, methods=["GET"], include_in_schema=False)]
+    return [Route(PATH, metrics, methods=["GET"], include_in_schema=False)]

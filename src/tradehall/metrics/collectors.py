@@ -175,6 +175,7 @@ class ExchangeCollector(Collector):
         yield trades
         yield volume
         yield from self._futures(ex)
+        yield from self._insurance(ex)
         yield from self._margin(ex)
         if stats.audit is not None:
             when, ok, problems = stats.audit
@@ -250,13 +251,23 @@ class ExchangeCollector(Collector):
             adl.add_metric([contract], forced.get((contract, BY_ADL), 0))
         yield liquidations
         yield adl
+
+    def _insurance(self, ex: Exchange) -> Iterator[Metric]:
+        """Every asset the fund backs (futures margin coins, both assets of every margin
+        pair: it pays the lending pool what a liquidated margin account could not) and any
+        other it holds, so an alert on a low fund covers them all."""
+        assets = ex.config.markets.assets
+        backed = set(ex.engine.futures.margin_coins)
+        backed.update(a for symbol in ex.config.markets.margin for a in _pair_assets(ex, symbol))
+        backed.update(a for a in assets if ex.engine.ledger.free(INSURANCE_ACCOUNT, a))
+        if not backed:
+            return
         fund = GaugeMetricFamily(
             "tradehall_insurance_fund_balance",
             "The insurance fund's free balance, by asset (in the asset's units).",
             labels=["asset"],
         )
-        assets = ex.config.markets.assets
-        for asset in sorted(fx.margin_coins):
+        for asset in sorted(backed):
             decimals = assets[asset].decimals if asset in assets else 0
             fund.add_metric([asset], ex.engine.ledger.free(INSURANCE_ACCOUNT, asset) / 10**decimals)
         yield fund

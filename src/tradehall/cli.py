@@ -166,7 +166,7 @@ def _load(
     try:
         cfg = load_config(config)
     except ConfigError as exc:
-        raise CliError(f"configuration error: {exc}") from None
+        raise CliError(f"configuration error: {exc}", int(Code.BAD_PARAM)) from None
     if database:
         problem = database_problem(database)
         if problem is not None:
@@ -447,7 +447,7 @@ def _with_histories(cfg: Config, simulate: bool) -> Config:
     try:
         return replace(cfg, simulation=with_histories(cfg.simulation))
     except ReplayError as exc:
-        raise CliError(f"configuration error: {exc}") from None
+        raise CliError(f"configuration error: {exc}", int(Code.BAD_PARAM)) from None
 
 
 def _run_server(

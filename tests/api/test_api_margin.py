@@ -728,6 +728,9 @@ def test_repay_extension(venue: Env, alice: Client, maker: Client, taker: Client
     set_price(maker, taker, "50000")
     tick(env)
     ok(margin_order(alice, "BUY", "0.1", "50000"))  # borrows 4000, all held by the order
+    before = (view(alice), system(env))
+    refused(repay(alice, "USDT", "1"), -2017)  # owed, but nothing free to repay it with
+    assert (view(alice), system(env)) == before
     ok(transfer(alice, "USDT", "5000"))
     env.clock.advance(2 * HOUR)
     tick(env)  # 0.08 USDT
@@ -748,7 +751,7 @@ def test_repay_extension(venue: Env, alice: Client, maker: Client, taker: Client
         "0.03000000",
     )
     before = (view(alice), system(env))
-    refused(repay(alice, "USDT", "4999.95000001"), -2017)  # more than free
+    refused(repay(alice, "USDT", "4999.95000001"), -2017)  # more than free (if less owed)
     refused(repay(alice, "ETH", "1"), -1102)
     refused(repay(alice, "USDT", "0.000000001"), -1111)
     refused(repay(alice, "USDT", "1", "ETHBTC"), -1121)

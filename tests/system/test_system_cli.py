@@ -529,6 +529,7 @@ def test_serve_with_a_broken_config_exits_with_one_line_naming_file_line_and_fie
     assert as_json.returncode == 1
     error = json.loads(as_json.stdout)
     assert f"{path}:{line}: {field}:" in error["msg"]
+    assert error["code"] == -1102  # a bad value given, not an unknown error
     # Nothing was started, nothing was created.
     assert not data.exists()
 

@@ -13,23 +13,22 @@ from starlette.testclient import TestClient
 from support import (
     ADMIN_TOKEN,
     BASE_URL,
+    NATS_DOWN,
     PG_STATE,
+    SERVE,
+    SPLIT,
     Backend,
     Env,
     FakeClock,
     ServerProcess,
     SplitAdmin,
     make_exchange,
-    nats_unreachable,
     postgres_unreachable,
     split_apps,
     start_server,
 )
 from tradehall.api.app import create_app
 from tradehall.client import AdminClient
-
-SERVE = "serve"
-SPLIT = "engine+gateway"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -40,9 +39,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     split = not metafunc.definition.get_closest_marker("one_process") and not NATS_DOWN
     metafunc.parametrize("env", [SERVE, SPLIT] if split else [SERVE], indirect=True)
-
-
-NATS_DOWN = nats_unreachable()
 
 
 @pytest.fixture

@@ -432,6 +432,13 @@ def nats_unreachable() -> str | None:
     return None
 
 
+NATS_DOWN = nats_unreachable()
+"""Probed once per session: the ``env`` fixture's engine + gateway runs skip without it."""
+SERVE = "serve"
+SPLIT = "engine+gateway"
+"""The ``env`` fixture's two topologies (tests/conftest.py)."""
+
+
 def _announced(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
     assert proc.stdout is not None
     line = proc.stdout.readline()

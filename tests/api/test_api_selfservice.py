@@ -22,10 +22,12 @@ from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 from test_api_openapi import Checker
 
-from conftest import NATS_DOWN, SERVE, SPLIT
 from support import (
     ADMIN_TOKEN,
     BASE_URL,
+    NATS_DOWN,
+    SERVE,
+    SPLIT,
     ClientClock,
     Env,
     FakeClock,

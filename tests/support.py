@@ -110,6 +110,28 @@ class Env:
         assert report["ok"], report["problems"]
         return report
 
+    def metrics(self) -> Samples:
+        """The exchange's ``GET /metrics`` (the engine's, in the split topology)."""
+        return scrape(self.engine or self.http)
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+"""Prometheus samples by (name, labels)."""
+
+
+def scrape(http: TestClient) -> Samples:
+    """``GET /metrics`` with the admin token, read with the Prometheus library's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    answer = http.get("/metrics", headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain; version=")
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(answer.text)
+        for s in family.samples
+    }
+
 
 class SplitAdmin(AdminClient):
     """The engine's admin API, for tests on the split topology: a key it creates is returned

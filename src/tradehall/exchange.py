@@ -18,7 +18,7 @@ from tradehall.codes import Code, Reject
 from tradehall.config import Config
 from tradehall.engine.commands import Command
 from tradehall.engine.engine import Engine
-from tradehall.engine.events import OrderChanged, TradeExecuted
+from tradehall.engine.events import Liquidated, OrderChanged, TradeExecuted
 from tradehall.engine.futures_model import (
     BY_ADL,
     BY_LIQUIDATION,
@@ -74,6 +74,8 @@ class ExchangeStats:
     forced: dict[tuple[str, str], int] = field(default_factory=dict)
     """Futures orders the engine placed and closed, by (contract, source): liquidations and
     auto-deleveraging (ADL)."""
+    margin_liquidations: dict[str, int] = field(default_factory=dict)
+    """Margin accounts liquidated to the end (debts repaid, or the rest covered), by pair."""
     audit: tuple[int, bool, int] | None = None
     """The last audit through the running server: (when, ok, problems)."""
 
@@ -299,6 +301,9 @@ class Exchange:
                         t.symbol, t.id, t.time, t.price, t.qty, t.taker_side, t.quote
                     )
                     self._bars_changed = True
+                elif type(event) is Liquidated and counting:
+                    done = stats.margin_liquidations
+                    done[event.symbol] = done.get(event.symbol, 0) + 1
         return result.reply
 
     def _touch_all_books(self) -> None:

@@ -1044,9 +1044,16 @@ def test_interest_can_trigger_liquidation(
     # Due, but the deep bid is 9 % below the reference: the liquidation may not sell there
     # (the band's edge is 41834.2) and the account waits for liquidity within the band.
     assert view(alice)["riskStatus"] == "LIQUIDATION"
+    pair = frozenset({("pair", "BTCUSDT")})
+    samples = env.metrics()
+    assert samples[("tradehall_margin_liquidations_waiting", pair)] == 1
+    assert samples[("tradehall_margin_liquidations_total", pair)] == 0
     taker.create_order("BTCUSDT", "BUY", "LIMIT", "1", price="42000")
     env.clock.advance(1_000)
     tick(env)
+    samples = env.metrics()
+    assert samples[("tradehall_margin_liquidations_waiting", pair)] == 0
+    assert samples[("tradehall_margin_liquidations_total", pair)] == 1
     # Sold 0.09992 at 42000 = 4196.64 - 4.19664 fee = 4192.44336 > 4000.08: repaid.
     v = view(alice)
     assert assets(v)["BTC"] == (ZERO, ZERO, ZERO, ZERO)

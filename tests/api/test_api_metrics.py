@@ -11,30 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from support import ADMIN_TOKEN, BASE_URL, ClientClock, FakeClock, make_exchange
+from support import ADMIN_TOKEN, BASE_URL, ClientClock, FakeClock, Samples, make_exchange, scrape
 from tradehall.api.app import create_app
 from tradehall.client import AdminClient, ApiError, Client
 from tradehall.config import LimitSettings
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SPOT = "BTCUSDT"
 BTC = "E-BTC-USDT"
 PUBLIC_LIMIT = 40
 """Public requests per IP in the window: the session's last ping goes one over."""
-
-
-def scrape(http: TestClient) -> Samples:
-    answer = http.get("/metrics", headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["content-type"].startswith("text/plain; version=")
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(answer.text)
-        for s in family.samples
-    }
 
 
 def moved(before: Samples, after: Samples) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -291,6 +291,30 @@ class ExchangeCollector(Collector):
             free = ex.engine.ledger.free(POOL_ACCOUNT, asset)
             family.add_metric([asset], out / (out + free) if out + free > 0 else 0.0)
         yield family
+        done = dict(ex.stats.margin_liquidations)
+        liquidations = CounterMetricFamily(
+            "tradehall_margin_liquidations",
+            "Margin accounts liquidated to the end (debts repaid, or the rest covered by the"
+            " insurance fund or written off), by pair.",
+            labels=["pair"],
+        )
+        waiting: dict[str, int] = dict.fromkeys(margin, 0)
+        accounts = ex.engine.margin.accounts
+        for account_id in list(ex.engine.margin.waiting):
+            due = accounts.get(account_id)
+            if due is not None:
+                waiting[due.symbol] = waiting.get(due.symbol, 0) + 1
+        stuck = GaugeMetricFamily(
+            "tradehall_margin_liquidations_waiting",
+            "Margin accounts at or below their liquidation level whose liquidation waits for"
+            " liquidity on the book, by pair.",
+            labels=["pair"],
+        )
+        for symbol in sorted(margin):
+            liquidations.add_metric([symbol], done.get(symbol, 0))
+            stuck.add_metric([symbol], waiting.get(symbol, 0))
+        yield liquidations
+        yield stuck
 
 
 def _pair_assets(ex: Exchange, symbol: str) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from stream_support import (
     subscribe,
     until,
 )
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tradehall.client.stream import MarketStream, StreamError
 
@@ -152,6 +152,11 @@ def test_history_requests_answer_klines_and_trades(venue: Venue) -> None:
             with pytest.raises(StreamError) as refused:
                 await stream.request("market_btcusdt_kline_1min", pageSize=301)
             assert refused.value.code == -1102
+            # A time in milliseconds (REST's candle idx) is refused, not read as the far
+            # future (the newest page again and again for a client paging back).
+            with pytest.raises(StreamError) as refused:
+                await stream.request("market_btcusdt_kline_1min", endIdx=int(time.time() * 1000))
+            assert refused.value.code == -1102 and "milliseconds" in str(refused.value)
 
     asyncio.run(scenario())
 
@@ -249,6 +254,52 @@ def test_bad_input_gets_one_error_frame_and_the_connection_stays_usable(
             assert error["code"] == code and isinstance(error["msg"], str) and error["msg"]
             assert error["event_rep"] == "error"  # also when the message names no channel
             assert (await subscribe(ws, "market_btcusdt_ticker"))["status"] == "ok"
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_channel_names_its_symbol_in_any_case_and_pushes_under_the_name_asked(
+    venue: Venue,
+) -> None:
+    """Symbols are read in any case (the api contract); the channel is the name the client
+    sent, so its pushes arrive under that name."""
+    trade(venue, "30000", "0.01")
+
+    async def scenario() -> None:
+        ws = await open_ws(venue.ws + SPOT)
+        try:
+            subed = await subscribe(ws, "market_BTCUSDT_ticker")
+            assert subed["status"] == "ok" and subed["channel"] == "market_BTCUSDT_ticker"
+            first = await until(ws, "market_BTCUSDT_ticker")
+            assert first["tick"]["close"] == Decimal("30000.00")
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_unknown_path_answers_the_handshake_404(venue: Venue) -> None:
+    async def scenario() -> None:
+        for path in ("/kline-api/wss", "/kline-api/ws/"):
+            with pytest.raises(InvalidStatus) as refused:
+                await open_ws(venue.ws + path)
+            response = refused.value.response
+            assert response.status_code == 404, path
+            body = json.loads(response.body)
+            assert body["code"] == -1020 and path in body["msg"]
+
+    asyncio.run(scenario())
+
+
+def test_a_message_without_an_event_is_named_as_json(venue: Venue) -> None:
+    async def scenario() -> None:
+        ws = await open_ws(venue.ws + SPOT)
+        try:
+            await send(ws, {"params": {"channel": "market_btcusdt_ticker"}})
+            error = await error_of(ws)
+            assert error["code"] == -1020 and "unknown event null" in error["msg"]
         finally:
             await ws.close()
 

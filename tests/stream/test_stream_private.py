@@ -244,3 +244,25 @@ def test_a_position_is_pushed_once_per_command_with_its_end_state(venue: Venue) 
         assert [p["volume"] for p in closed] == [0]
 
     asyncio.run(scenario())
+
+
+def test_a_connection_that_never_logs_in_is_closed(venue: Venue) -> None:
+    """Answering pings keeps a connection alive, not a private one without a login: it is
+    closed (1008) once idle_timeout_s (3 s here) has passed since it opened."""
+
+    async def scenario() -> None:
+        ws = await open_ws(venue.ws + SPOT_USER, ping_interval=None)
+        loop = asyncio.get_running_loop()
+        opened = loop.time()
+        try:
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    message = await next_message(ws, 6, pings=True)
+                    if "ping" in message:
+                        await send(ws, {"pong": message["ping"]})
+            assert ws.close_code == 1008 and "no login" in (ws.close_reason or "")
+            assert 3 <= loop.time() - opened < 8
+        finally:
+            await ws.close()
+
+    asyncio.run(scenario())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -233,6 +234,35 @@ class App(Starlette):
         await answer(scope, receive, secured(send))
 
 
+def _not_found(default: ASGIApp) -> ASGIApp:
+    """An unknown WebSocket path answers its handshake 404 with the catalogue's error, as an
+    unknown HTTP path does (Starlette refuses it 403, which reads as a Host or permission
+    problem), where the server can answer a handshake with a response (uvicorn can)."""
+
+    async def not_found(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket" or "websocket.http.response" not in scope.get(
+            "extensions", {}
+        ):
+            await default(scope, receive, send)
+            return
+        body = json.dumps(
+            {"code": int(Code.UNSUPPORTED), "msg": f"unknown path {scope['path'][:200]}"}
+        ).encode()
+        start: Message = {
+            "type": "websocket.http.response.start",
+            "status": 404,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *SECURITY_HEADERS,
+            ],
+        }
+        await send(start)
+        await send({"type": "websocket.http.response.body", "body": body})
+
+    return not_found
+
+
 def _operator_allowed(request: Request) -> bool:
     """The operator's page opens for the admin API's callers: loopback, unless
     ``admin_remote`` (the token is asked for by the page itself)."""
@@ -273,6 +303,7 @@ def assemble(
     # A path with a trailing slash is an unknown path (404 with an error object, as the
     # contract has it), not a redirect to the path without it.
     app.router.redirect_slashes = False
+    app.router.default = _not_found(app.router.default)
     app.router.routes.append(openapi.route(app.router.routes))
     app.router.routes.extend(health.routes(_readiness))
     app.state.tradehall = state

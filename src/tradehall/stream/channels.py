@@ -49,7 +49,9 @@ def parse_channel(name: object, markets: dict[str, StreamMarket]) -> Channel:
         market_name, kind, interval = _market_channel(name, rest)
     else:
         raise BadMessage(Code.UNSUPPORTED, f"unknown channel {name!r}")
-    market = markets.get(market_name)
+    # Symbols in any case, as everywhere (the api contract); the channel keeps the name it
+    # was asked by, so a client finds its pushes under the name it sent.
+    market = markets.get(market_name) or markets.get(market_name.lower())
     if market is None:
         raise BadMessage(Code.BAD_SYMBOL, f"unknown symbol {market_name!r} in channel {name!r}")
     if kind == MARK and not market.futures:

@@ -35,13 +35,17 @@ class Connection:
     """Write frames straight to the socket when the server allows it
     (``tradehall.stream.direct``); False keeps every frame on the ASGI path."""
 
-    def __init__(self, websocket: WebSocket, hub: Fanout, send: Send) -> None:
+    def __init__(
+        self, websocket: WebSocket, hub: Fanout, send: Send, *, login_required: bool = False
+    ) -> None:
         self.websocket = websocket
         self._send = send
         self.hub = hub
         self.settings = hub.settings
         self.subscriber = Subscriber(self.settings.queue_frames, self._drop)
         self.last_seen = asyncio.get_running_loop().time()
+        self.login_by = self.last_seen + self.settings.idle_timeout_s if login_required else None
+        """When a private stream's connection must have logged in (None: no login needed)."""
         self._closing: str | None = None
         self._done = asyncio.Event()
 
@@ -144,6 +148,9 @@ class Connection:
             now = loop.time()
             if now - self.last_seen >= idle:
                 self._drop(f"no message from the client for {idle} s")
+                return
+            if self.login_by is not None and self.subscriber.user is None and now >= self.login_by:
+                self._drop(f"no login within {idle} s")
                 return
             self.send({"ping": self.hub.clock()})
 

@@ -4,6 +4,7 @@ send plain JSON text (or, leniently, the same JSON in a binary frame)."""
 from __future__ import annotations
 
 import gzip
+import json
 from typing import Any
 
 import msgspec
@@ -34,6 +35,12 @@ def error_frame(code: Code, msg: str, **extra: Any) -> bytes:
     """Every error frame says ``event_rep: "error"``, also for a message too broken to name
     its channel (``extra``: the channel and cb_id when known)."""
     return gzip_json({"code": int(code), "msg": msg, "event_rep": "error", **extra})
+
+
+def shown_event(event: object) -> str:
+    """An ``event`` value as an error message names it: JSON's spelling, not Python's
+    (``null``, not ``None``), cut short."""
+    return json.dumps(event, default=str)[:60]
 
 
 class BadMessage(Exception):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tradehall.api.errors import ApiError
 from tradehall.api.params import Params
+from tradehall.codes import Code
 from tradehall.exchange import Exchange
 from tradehall.stream.channels import DEPTH, KLINE, TRADES, Channel
 
@@ -42,7 +44,18 @@ def _page_size(params: Params) -> int:
     return DEFAULT_PAGE
 
 
+MAX_END_IDX = 99_999_999_999
+"""The largest ``endIdx`` taken (UNIX seconds, the year 5138): a larger one is a time in
+milliseconds (REST's candle ``idx``) that would silently read as the far future, i.e. the
+newest page, and a client paging back with it would get that page forever."""
+
+
 def _end_ms(params: Params, now: int) -> int:
     """``endIdx`` (UNIX seconds) as milliseconds: the last second included; now if absent."""
     end = params.integer("endIdx", minimum=0)
+    if end is not None and end > MAX_END_IDX:
+        raise ApiError(
+            Code.BAD_PARAM,
+            f"parameter 'endIdx' is a time in UNIX seconds; {end} looks like milliseconds",
+        )
     return now if end is None else min(end * 1000 + 999, now)

@@ -8,7 +8,7 @@ from tradehall.api.errors import ApiError
 from tradehall.codes import Code
 from tradehall.stream.connection import Connection, params_of
 from tradehall.stream.fanout import FUTURES, SPOT
-from tradehall.stream.frames import BadMessage, reply
+from tradehall.stream.frames import BadMessage, reply, shown_event
 
 
 def market_handler(futures: bool) -> Any:
@@ -27,7 +27,8 @@ def market_handler(futures: bool) -> Any:
                 await _req(conn, kind, params)
             else:
                 raise BadMessage(
-                    Code.UNSUPPORTED, f"unknown event {event!r}; expected sub, unsub or req"
+                    Code.UNSUPPORTED,
+                    f"unknown event {shown_event(event)}; expected sub, unsub or req",
                 )
         except (BadMessage, ApiError) as exc:
             extra: dict[str, Any] = {}

@@ -17,7 +17,7 @@ from tradehall.api.errors import ApiError
 from tradehall.api.replay import ReplayGuard, check_replay
 from tradehall.codes import Code
 from tradehall.stream.connection import Connection, params_of
-from tradehall.stream.frames import BadMessage
+from tradehall.stream.frames import BadMessage, shown_event
 
 CHANNEL = "user"
 
@@ -26,7 +26,7 @@ def private_handler(kind: str, path: str, replay: ReplayGuard, max_ahead_ms: int
     async def handle(conn: Connection, message: dict[str, Any]) -> None:
         event = message.get("event")
         if event != "sub":
-            raise BadMessage(Code.UNSUPPORTED, f"unknown event {event!r}; expected sub")
+            raise BadMessage(Code.UNSUPPORTED, f"unknown event {shown_event(event)}; expected sub")
         if conn.subscriber.user is not None:
             raise BadMessage(Code.BAD_PARAM, "this connection is already authenticated")
         params = params_of(message)

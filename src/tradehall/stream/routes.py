@@ -38,13 +38,19 @@ class Stream:
     that the connection's writer gets the ASGI ``send`` itself: every frame to every client
     goes through it, and Starlette's session wrapper would add a layer to each."""
 
-    def __init__(self, hub: Fanout, handler: Callable[[WebSocket], Handler]) -> None:
+    def __init__(
+        self, hub: Fanout, handler: Callable[[WebSocket], Handler], *, login: bool = False
+    ) -> None:
         self.hub = hub
         self.handler = handler
+        self.login = login
+        """A private stream: a connection that has not logged in within ``idle_timeout_s``
+        is closed, pings answered or not."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         websocket = WebSocket(scope, receive, send)
-        await Connection(websocket, self.hub, send).run(self.handler(websocket))
+        connection = Connection(websocket, self.hub, send, login_required=self.login)
+        await connection.run(self.handler(websocket))
 
 
 def routes(hub: Fanout, replay: ReplayGuard, max_ahead_ms: int) -> list[WebSocketRoute]:
@@ -59,6 +65,6 @@ def routes(hub: Fanout, replay: ReplayGuard, max_ahead_ms: int) -> list[WebSocke
     return [
         WebSocketRoute(SPOT_MARKET, Stream(hub, market)),
         WebSocketRoute(FUTURES_MARKET, Stream(hub, lambda _: futures_market)),
-        WebSocketRoute(SPOT_PRIVATE, Stream(hub, lambda _: spot_private)),
-        WebSocketRoute(FUTURES_PRIVATE, Stream(hub, lambda _: futures_private)),
+        WebSocketRoute(SPOT_PRIVATE, Stream(hub, lambda _: spot_private, login=True)),
+        WebSocketRoute(FUTURES_PRIVATE, Stream(hub, lambda _: futures_private, login=True)),
     ]

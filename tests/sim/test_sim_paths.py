@@ -3,14 +3,22 @@ line naming the file, the line and the field."""
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 from array import array
 from pathlib import Path
 
 import pytest
 
 from tradehall.config import ConfigError, load_config, parse_config
-from tradehall.sim.paths import GbmPath, ReplayPath
+from tradehall.sim.paths import (
+    CROSS_BASIS_HALF_LIFE_S,
+    CommonFactor,
+    CrossPath,
+    GbmPath,
+    ReplayPath,
+)
 from tradehall.sim.replay import ReplayError, load_history, with_histories
 from tradehall.sim.settings import History, PathSettings
 
@@ -172,3 +180,32 @@ def test_speed_runs_a_random_walk_faster_as_far_as_it_goes() -> None:
         slow.step(1.0)
     fast.step(1.0)
     assert fast.price == pytest.approx(slow.price)
+
+
+def test_a_cross_path_is_the_ratio_of_its_legs_and_its_basis_decays() -> None:
+    btc = GbmPath(PathSettings(volatility=2.0), 40_000.0, random.Random("btc"))
+    eth = GbmPath(PathSettings(volatility=2.0), 2_000.0, random.Random("eth"))
+    fresh = CrossPath(eth, btc, 0.05, speed=1.0)
+    restarted = CrossPath(eth, btc, 0.05 * 1.02, speed=1.0)  # its last trade 2 % rich
+    for _ in range(600):
+        btc.step(1.0)
+        eth.step(1.0)
+        assert fresh.step(1.0) == pytest.approx(eth.price / btc.price, rel=1e-12)
+        restarted.step(1.0)
+    # After one half-life the 2 % gap is 1 %, whichever way the legs went.
+    assert CROSS_BASIS_HALF_LIFE_S == 600
+    assert restarted.price / (eth.price / btc.price) == pytest.approx(1.01, rel=1e-9)
+
+
+@pytest.mark.parametrize("correlation", [0.0, 0.7, 0.95])
+def test_walks_sharing_a_factor_move_with_the_configured_correlation(correlation: float) -> None:
+    factor = CommonFactor(random.Random("common"))
+    settings = PathSettings(volatility=0.8, correlation=correlation)
+    btc = GbmPath(settings, 30_000.0, random.Random("btc"), factor)
+    eth = GbmPath(settings, 2_000.0, random.Random("eth"), factor)
+    moves: list[tuple[float, float]] = []
+    for _ in range(20_000):
+        b0, e0 = btc.price, eth.price
+        moves.append((math.log(btc.step(1.0) / b0), math.log(eth.step(1.0) / e0)))
+    xs, ys = zip(*moves, strict=True)
+    assert statistics.correlation(xs, ys) == pytest.approx(correlation, abs=0.03)

@@ -55,6 +55,31 @@ def test_every_simulated_book_is_quoted_deep_and_trades() -> None:
     ex.store.close()
 
 
+def test_a_cross_pair_follows_its_legs_so_a_triangle_earns_nothing() -> None:
+    """ETHBTC beside ETHUSDT and BTCUSDT: its reference is their ratio at every tick, and its
+    trades stay within the spreads of that ratio (no free triangular arbitrage)."""
+    settings = SimulationSettings(seed=3, markets=("ETHBTC", "BTCUSDT", "ETHUSDT"))
+    settings = replace(settings, path=replace(settings.path, volatility=3.0, speed=600.0))
+    ex, sim = simulate(settings, 120)
+    by_symbol = {market.symbol: market for market in sim.markets}
+    assert list(by_symbol) == ["BTCUSDT", "ETHUSDT", "ETHBTC"]  # legs first
+    cross, btc, eth = by_symbol["ETHBTC"], by_symbol["BTCUSDT"], by_symbol["ETHUSDT"]
+    assert cross.path.price == pytest.approx(eth.path.price / btc.path.price, rel=1e-9)
+    start, at_start = simulate(settings, 0)
+    (eth_start,) = [m.path.price for m in at_start.markets if m.symbol == "ETHUSDT"]
+    start.store.close()
+    assert eth.path.price != pytest.approx(eth_start, rel=0.01)  # the legs did move
+    last = ex.engine.spot.last_price
+    pairs = ex.config.markets.pairs
+    traded = {s: last[s] / 10 ** pairs[s].price_precision for s in ("ETHBTC", "BTCUSDT", "ETHUSDT")}
+    implied = traded["ETHUSDT"] / traded["BTCUSDT"]
+    assert abs(traded["ETHBTC"] / implied - 1) < 0.003  # within a few spreads and ticks
+    models = {m["symbol"]: m["model"] for m in sim.status()["markets"]}
+    assert models == {"BTCUSDT": "gbm", "ETHUSDT": "gbm", "ETHBTC": "cross"}
+    assert audit.check(ex.engine) == []
+    ex.store.close()
+
+
 def test_a_maker_out_of_funds_stops_quoting_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     exchange = make_exchange(Path(tempfile.mkdtemp()) / "t.db")
     clock = FakeClock()

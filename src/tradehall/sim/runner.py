@@ -34,7 +34,7 @@ from tradehall.engine.markets import PairSpec
 from tradehall.exchange import Exchange
 from tradehall.sim.accounts import funding_tx, participant_name
 from tradehall.sim.participants import Maker, Participant, Taker
-from tradehall.sim.paths import Path, ReplayPath, make_path
+from tradehall.sim.paths import CommonFactor, CrossPath, Path, ReplayPath, make_path
 from tradehall.sim.replay import with_histories
 from tradehall.sim.settings import MakerSettings, PathSettings, SimulationSettings
 from tradehall.sim.venue import FuturesVenue, SpotVenue, Venue
@@ -97,6 +97,8 @@ class Simulation:
         self.started_at: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_index = 0
+        self._factor: CommonFactor | None = None
+        """The draw every random walk shares at each step (built with the markets)."""
         self.busy_s = 0.0
         """Time spent applying the participants' commands (the event loop's, so requests'
         time): what the simulation costs the server."""
@@ -234,20 +236,39 @@ class Simulation:
         ts = self.clock()
         paths: dict[str, Path] = {}
         markets: list[Market] = []
-        for symbol in symbols:
-            if symbol in spec.pairs:
-                markets.append(self._spot_market(symbol, paths, ts))
+        self._factor = CommonFactor(random.Random(f"{s.seed}/common/path"))
+        spot = [symbol for symbol in symbols if symbol in spec.pairs]
+        crosses = {symbol: self._cross_legs(symbol, spot) for symbol in spot}
+        # A cross pair's legs first: their paths exist when it is built and step before it.
+        for symbol in sorted(spot, key=lambda symbol: crosses[symbol] is not None):
+            markets.append(self._spot_market(symbol, paths, ts, crosses[symbol]))
         for symbol in symbols:
             if symbol in spec.contracts:
                 markets.append(self._futures_market(spec.contracts[symbol], paths, ts))
         return markets
+
+    def _cross_legs(self, symbol: str, spot: list[str]) -> tuple[str, str] | None:
+        """The two simulated pairs whose ratio is ``symbol``'s reference (ETHUSDT and BTCUSDT
+        for ETHBTC), when its path is the common random walk (no path of its own in a
+        [[simulation.market]] table, no replay) and both legs walk too; else None."""
+        if symbol in self.settings.overrides or self.settings.path.model != "gbm":
+            return None
+        pairs = self.exchange.config.markets.pairs
+        pair = pairs[symbol]
+        walking = [s for s in spot if s != symbol and s not in self.settings.overrides]
+        for via in sorted({pairs[s].quote for s in walking}):
+            base_leg = [s for s in walking if (pairs[s].base, pairs[s].quote) == (pair.base, via)]
+            quote_leg = [s for s in walking if (pairs[s].base, pairs[s].quote) == (pair.quote, via)]
+            if base_leg and quote_leg:
+                return base_leg[0], quote_leg[0]
+        return None
 
     def _path_settings(self, symbol: str) -> PathSettings:
         return self.settings.overrides.get(symbol, self.settings.path)
 
     def _new_path(self, symbol: str, start: float) -> Path:
         rng = random.Random(f"{self.settings.seed}/{symbol}/path")
-        return make_path(self._path_settings(symbol), start, rng)
+        return make_path(self._path_settings(symbol), start, rng, self._factor)
 
     def _start_price(self, symbol: str, base: str, quote: str, last: float) -> float:
         if last > 0:
@@ -281,11 +302,20 @@ class Simulation:
             )
         return dataclasses.replace(settings, depth=depth)
 
-    def _spot_market(self, symbol: str, paths: dict[str, Path], ts: int) -> Market:
+    def _spot_market(
+        self, symbol: str, paths: dict[str, Path], ts: int, cross: tuple[str, str] | None = None
+    ) -> Market:
         pair = self.exchange.config.markets.pairs[symbol]
         last = self.exchange.engine.spot.last_price.get(symbol, 0) / 10**pair.price_precision
-        start = self._start_price(symbol, pair.base, pair.quote, last)
-        path = paths[symbol] = self._new_path(symbol, start)
+        path: Path
+        if cross is not None:
+            base_leg, quote_leg = paths[cross[0]], paths[cross[1]]
+            start = last if last > 0 else base_leg.price / quote_leg.price
+            speed = self._path_settings(symbol).speed
+            path = paths[symbol] = CrossPath(base_leg, quote_leg, start, speed)
+        else:
+            start = self._start_price(symbol, pair.base, pair.quote, last)
+            path = paths[symbol] = self._new_path(symbol, start)
         venue = SpotVenue(self.exchange, pair, round(start * 10**pair.price_precision))
         ref = venue.ticks(start)
         s = self.settings
@@ -306,7 +336,7 @@ class Simulation:
         self._fund_spot(taker_id, taker_name, pair, taker_lots, ref, ts)
         taker = Taker(taker_id, taker_name, venue, s.taker, settings.spacing_bps)
         rng = random.Random(f"{s.seed}/{symbol}/taker")
-        model = self._path_settings(symbol).model
+        model = "cross" if cross is not None else self._path_settings(symbol).model
         return Market(symbol, venue, path, model, rng, maker, taker, ref)
 
     def _futures_market(self, c: ContractSpec, paths: dict[str, Path], ts: int) -> Market:

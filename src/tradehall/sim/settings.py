@@ -49,6 +49,10 @@ class PathSettings:
     """Expected jumps per hour (0: none)."""
     jump_size: float = 0.01
     """Standard deviation of a jump's log size."""
+    correlation: float = 0.7
+    """Correlation of this random walk's moves with every other walking market's of the same
+    setting: each move is part a draw common to the whole simulation (the market moving as
+    one, as BTC and ETH do), part its own. 0: independent walks."""
     replay: str = ""
     """History file (model ``replay``): a path or ``builtin:<name>``."""
     replay_format: str = "auto"

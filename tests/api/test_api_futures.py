@@ -940,6 +940,39 @@ def test_conditional_orders_are_listed_found_and_cancelled(env: Env) -> None:
 # --------------------------------------------------------------------------- extensions
 
 
+def test_a_conditional_orders_position_type_switches_the_setting_as_an_orders_does(
+    env: Env,
+) -> None:
+    """With nothing open, positionType 2 on /conditionOrder switches the caller's mode to
+    isolated (as on /order): a second trigger in that mode is accepted, one asking for cross
+    is refused, and the trigger's order is placed isolated when it fires."""
+    set_index(env, "30000")
+    maker, client = trader(env), trader(env, "50000")
+    body = {
+        "contractName": BTC,
+        "side": "BUY",
+        "type": "LIMIT",
+        "price": "30200",
+        "open": "OPEN",
+        "volume": 1,
+        "triggerType": "1",
+        "triggerPrice": "30100",
+        "positionType": 2,
+    }
+    placed(post(client, "/conditionOrder", body))
+    lever = ok(post(client, "/edit_lever", {"contractName": BTC, "nowLevel": 10}))
+    assert lever["positionModel"] == 2
+    placed(post(client, "/conditionOrder", {k: v for k, v in body.items() if k != "positionType"}))
+    refused(post(client, "/conditionOrder", {**body, "positionType": 1}), -1102)
+    # A trade at 30100 fires both: their orders are placed isolated and fill.
+    placed(order(maker, "SELL", "OPEN", 5, "30100"))
+    placed(order(trader(env), "BUY", "OPEN", 1, "30100"))
+    pos = position_of(ok(get(client, "/account")))
+    assert (pos["positionType"], pos["volume"]) == (2, D("2"))
+    assert ok(get(client, "/openOrders", {"contractName": BTC})) == []
+    env.audit()
+
+
 def test_leverage_margin_mode_and_position_margin(env: Env) -> None:
     set_index(env, "30000")
     maker, client = trader(env), trader(env)

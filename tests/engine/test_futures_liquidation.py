@@ -34,6 +34,8 @@ from tradehall.engine.futures_model import (
     FIRED,
     ISOLATED,
     STOP_LOSS,
+    TRIGGER_CANCELED,
+    WAITING,
     ContractState,
     FuturesChanged,
     Trigger,
@@ -95,6 +97,25 @@ def test_isolated_liquidation_with_a_surplus_to_the_fund() -> None:
     r = Rig()
     isolated_long_setup(r)
     long = r.long(1, LINEAR)
+    # User 1's waiting stop-loss on the long (fires below 44,000.0), and one on ETH.
+    stops = [
+        r.apply(
+            FuturesPlace(
+                r.ts,
+                1,
+                contract,
+                SELL,
+                "CLOSE",
+                "MARKET",
+                0,
+                volume,
+                trigger_type=STOP_LOSS,
+                trigger_price=price,
+            )
+        ).reply
+        for contract, volume, price in ((LINEAR, 10, 440_000), (ETH_CONTRACT, 1, 90_000))
+    ]
+    assert all(isinstance(stop, Trigger) and stop.status == WAITING for stop in stops)
     # A bid between bankruptcy (45,000.0) and liquidation (45,226.13..) prices.
     r.order(3, LINEAR, BUY, OPEN, 10, 451_000)
     fees = r.fees(USDT)
@@ -117,6 +138,9 @@ def test_isolated_liquidation_with_a_surplus_to_the_fund() -> None:
     [eth] = r.fx.open_orders(1, ETH_CONTRACT)
     assert eth.held == usdt("1.002")
     assert r.balance(1, USDT) == (usdt("1000") - usdt("50.3") - usdt("1.002"), usdt("1.002"))
+    # Its waiting stop on the contract was cancelled too (nothing left to close); ETH's waits.
+    assert [stop.status for stop in stops] == [TRIGGER_CANCELED, WAITING]
+    assert r.fx.waiting_triggers(1, LINEAR) == []
     # The bidder now holds the long.
     assert r.long(3, LINEAR).volume == 10
     assert r.oi(LINEAR) == (10, 10)

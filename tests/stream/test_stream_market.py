@@ -289,6 +289,7 @@ def test_an_unknown_path_answers_the_handshake_404(venue: Venue) -> None:
             assert response.status_code == 404, path
             body = json.loads(response.body)
             assert body["code"] == -1020 and path in body["msg"]
+            assert response.headers["x-request-id"]  # as every HTTP answer
 
     asyncio.run(scenario())
 

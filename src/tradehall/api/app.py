@@ -237,7 +237,8 @@ class App(Starlette):
 def _not_found(default: ASGIApp) -> ASGIApp:
     """An unknown WebSocket path answers its handshake 404 with the catalogue's error, as an
     unknown HTTP path does (Starlette refuses it 403, which reads as a Host or permission
-    problem), where the server can answer a handshake with a response (uvicorn can)."""
+    problem), where the server can answer a handshake with a response (uvicorn can): with a
+    request id, counted and logged as an unmatched request."""
 
     async def not_found(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket" or "websocket.http.response" not in scope.get(
@@ -245,9 +246,17 @@ def _not_found(default: ASGIApp) -> ASGIApp:
         ):
             await default(scope, receive, send)
             return
-        body = json.dumps(
-            {"code": int(Code.UNSUPPORTED), "msg": f"unknown path {scope['path'][:200]}"}
-        ).encode()
+        rid = _request_id(scope)
+        msg = f"unknown path {scope['path'][:200]}"
+        state = scope["app"].state.tradehall
+        state.monitor.requests_total += 1
+        if state.monitor.detailed:
+            state.monitor.count(UNMATCHED, "GET", 404)
+        failed_answer(state.monitor, scope, Code.UNSUPPORTED, msg, 404)  # counts the error
+        if logs.ACCESS.isEnabledFor(logging.INFO):
+            extra = {"request_id": rid, "endpoint": scope["path"], "method": "GET", "code": 404}
+            logs.ACCESS.info("GET %s 404 (WebSocket handshake)", UNMATCHED, extra=extra)
+        body = json.dumps({"code": int(Code.UNSUPPORTED), "msg": msg}).encode()
         start: Message = {
             "type": "websocket.http.response.start",
             "status": 404,
@@ -255,6 +264,7 @@ def _not_found(default: ASGIApp) -> ASGIApp:
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 *SECURITY_HEADERS,
+                (REQUEST_ID, rid.encode()),
             ],
         }
         await send(start)

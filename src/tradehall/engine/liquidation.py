@@ -5,19 +5,20 @@
   equity (free cash, order holds and cross margins, plus cross unrealized P&L) is at or
   below the sum of their maintenance margins.
 
-Liquidating a position cancels the user's open orders on the contract (cross: on every
-contract of the margin coin), then closes it through the book with an IOC order no worse
-than the bankruptcy price. What the fills leave over the bankruptcy price goes to the
-insurance fund; a deficit (the close fee, rounding) is paid from it. Volume the book cannot
-take at that price is closed against opposite positions ranked by profit x effective
-leverage (ADL): at the mark price when the insurance fund can pay the difference between
-mark and bankruptcy, otherwise at the bankruptcy price, so no loss is left unpaid.
+Liquidating a position cancels the user's open orders and waiting conditional orders on the
+contract (cross: on every contract of the margin coin), then closes it through the book with
+an IOC order no worse than the bankruptcy price. What the fills leave over the bankruptcy
+price goes to the insurance fund; a deficit (the close fee, rounding) is paid from it. Volume
+the book cannot take at that price is closed against opposite positions ranked by profit x
+effective leverage (ADL): at the mark price when the insurance fund can pay the difference
+between mark and bankruptcy, otherwise at the bankruptcy price, so no loss is left unpaid.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 
+from tradehall.engine import triggers
 from tradehall.engine.contracts import ContractSpec
 from tradehall.engine.futures import INSURANCE_ACCOUNT, Futures, opposite
 from tradehall.engine.futures_model import (
@@ -146,14 +147,14 @@ def _next_due(
 
 
 def liquidate_isolated(fx: Futures, pos: Position, ts: int) -> None:
-    fx.cancel_user(pos.user, ts, pos.contract)
+    _cancel_everything(fx, pos.user, pos.contract, ts)
     _close_out(fx, pos, ts)
 
 
 def liquidate_cross(fx: Futures, user: int, coin: str, ts: int) -> None:
     for symbol, contract in fx.contracts.items():
         if contract.margin_coin == coin:
-            fx.cancel_user(user, ts, symbol)
+            _cancel_everything(fx, user, symbol, ts)
     cross = [
         pos
         for pos in fx.user_positions(user)
@@ -171,6 +172,15 @@ def liquidate_cross(fx: Futures, user: int, coin: str, ts: int) -> None:
     if left > 0:
         fx.ledger.change(account, coin, -left, 0, "liquidation", user)
         fx.ledger.change(INSURANCE_ACCOUNT, coin, left, 0, "liquidation", user)
+
+
+def _cancel_everything(fx: Futures, user: int, symbol: str, ts: int) -> None:
+    """The user's open orders and waiting conditional orders on ``symbol``: a stop left
+    behind would fire against a position that is gone (and end REJECTED), or open a new one
+    the user set up for the position it no longer has."""
+    fx.cancel_user(user, ts, symbol)
+    for trigger in sorted(fx.waiting_triggers(user, symbol), key=lambda t: t.id):
+        triggers.cancel(fx, trigger, ts)
 
 
 def _close_out(fx: Futures, pos: Position, ts: int) -> None:

@@ -93,6 +93,12 @@ def place(fx: Futures, cmd: FuturesPlace) -> Trigger:
     fx.spot.next_order_id += 1
     fx.restore_trigger(trigger)
     fx.emit_trigger(trigger)
+    if setting.position_type != fx.setting(cmd.user, contract.symbol).position_type:
+        # As an order does: a positionType other than the setting switches it (validate
+        # allowed that: nothing was open), so the order submitted when this fires, and any
+        # order or trigger placed meanwhile, meet the mode it waits in.
+        fx.settings[(cmd.user, contract.symbol)] = setting
+        fx.emit_setting(setting)
     return trigger
 
 

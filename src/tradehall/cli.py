@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -83,6 +84,12 @@ funding_app = typer.Typer(
     help="Futures funding (time control).", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(funding_app, name="funding")
+config_app = typer.Typer(
+    help="The configuration file (README, Configuration).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(config_app, name="config")
 # `tradehall markets` lists the markets; `tradehall markets import` is its one subcommand.
 markets_app = typer.Typer(rich_markup_mode=None)
 app.add_typer(markets_app, name="markets")
@@ -1870,6 +1877,33 @@ def _check_sealing_key(export: Any, datadir: DataDir) -> None:
                 f" folder's: {hint}",
                 refused,
             ) from None
+
+
+@config_app.command("show")
+def config_show(
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write it to this file (refused if the file exists)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the built-in configuration: the whole file to copy and edit for --config (a
+    file must be whole: one holding only the keys to change is refused for what it lacks)."""
+    text = resources.files("tradehall").joinpath("default_config.toml").read_text("utf-8")
+    if out is None:
+        if as_json:
+            _emit({"config": text}, True)
+        else:
+            typer.echo(text, nl=False)
+        return
+    try:
+        with open(out, "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        _fail(CliError(f"{out} exists: choose another --out (nothing was written)", -1102), as_json)
+    except OSError as exc:
+        _fail(CliError(f"cannot write {out}: {exc.strerror or exc}", -1102), as_json)
+    _emit({"path": str(out), "bytes": len(text.encode())}, as_json, lambda r: f"wrote {r['path']}")
 
 
 @app.command()

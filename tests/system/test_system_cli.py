@@ -31,6 +31,7 @@ import pytest
 from cli_support import tradehall_inline
 from support import Backend, tradehall_command
 from tradehall.client import AdminClient, ApiError, Client
+from tradehall.config import load_config, parse_config
 
 CLI_TIMEOUT = 30.0
 HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -532,6 +533,25 @@ def test_serve_with_a_broken_config_exits_with_one_line_naming_file_line_and_fie
     assert error["code"] == -1102  # a bad value given, not an unknown error
     # Nothing was started, nothing was created.
     assert not data.exists()
+
+
+def test_config_show_gives_the_whole_built_in_file_to_copy_and_edit(tmp_path: Path) -> None:
+    """The template a --config file starts from, without reading the package's files: printed,
+    in --json, or written to --out (never over an existing file); what it writes loads, and
+    an edited copy is what serve reads."""
+    printed = inline(None, "config", "show")
+    assert printed.returncode == 0 and printed.stdout.startswith("# tradehall configuration.")
+    assert ok(None, "config", "show")["config"] == printed.stdout
+    shown, builtin = parse_config(printed.stdout, "shown"), load_config()
+    assert (shown.markets, shown.server) == (builtin.markets, builtin.server)
+    out = tmp_path / "venue.toml"
+    written = ok(None, "config", "show", "--out", str(out))
+    assert written == {"path": str(out), "bytes": len(printed.stdout.encode())}
+    assert out.read_text() == printed.stdout
+    out.write_text(printed.stdout.replace("drain_s = 0", "drain_s = 6"))
+    assert load_config(out).server.drain_s == 6
+    fails(None, "config", "show", "--out", str(out), code=-1102)  # exists: left alone
+    assert "drain_s = 6" in out.read_text()
 
 
 def test_cli_commands_use_the_given_config(tmp_path: Path) -> None:

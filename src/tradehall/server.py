@@ -90,7 +90,9 @@ class GracefulServer(uvicorn.Server):
             name = signal.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
-        if self.drain_s > 0 and self._draining is None and not self.should_exit:
+        if self.should_exit or self._draining is not None:
+            log.info("%s received again: stopping at once", name)
+        elif self.drain_s > 0:
             log.info(
                 "%s received: draining for %gs (/readyz answers 503), then stopping",
                 name,

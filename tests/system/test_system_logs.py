@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import tradehall
 from support import ServerProcess, nats_unreachable, start_engine, start_gateway, start_server
 
 LOG_FLAGS = ("--log-format", "json", "--access-log")
@@ -90,3 +92,20 @@ def test_serve_logs_its_start_the_signal_and_its_stop(tmp_path: Path) -> None:
     assert listening and signalled and stopped, messages
     assert f":{port} (pid {server.proc.pid})" in messages[listening[0]]
     assert listening[0] < signalled[0] < stopped[0]
+
+
+def test_a_second_signal_during_a_drain_is_logged_and_stops_at_once(tmp_path: Path) -> None:
+    config = tmp_path / "drain.toml"
+    default = (Path(tradehall.__file__).parent / "default_config.toml").read_text()
+    assert "\ndrain_s = 0 " in default
+    config.write_text(default.replace("\ndrain_s = 0 ", "\ndrain_s = 30 ", 1))
+    server = start_server(tmp_path / "data", "--config", str(config), "--log-format", "json")
+    server.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    started = time.monotonic()
+    logged = records(server)  # the second SIGTERM
+    assert server.proc.returncode == 0 and time.monotonic() - started < 15  # not 30 s
+    messages = [r["message"] for r in logged if r["logger"] == "tradehall.server"]
+    first = [m for m in messages if m.startswith("SIGTERM received: draining for 30s")]
+    again = [m for m in messages if m == "SIGTERM received again: stopping at once"]
+    assert first and again, messages

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -40,7 +39,7 @@ from tradehall.cluster import (
     LinkError,
 )
 from tradehall.codes import Code, Reject
-from tradehall.config import Config, ConfigError, load_config, parse_config
+from tradehall.config import Config, ConfigError, builtin_config_text, load_config, parse_config
 from tradehall.datadir import DataDir, DataDirBusy
 from tradehall.exchange import Exchange
 from tradehall.projector import attach_inline, open_exchange
@@ -1889,7 +1888,7 @@ def config_show(
 ) -> None:
     """Print the built-in configuration: the whole file to copy and edit for --config (a
     file must be whole: one holding only the keys to change is refused for what it lacks)."""
-    text = resources.files("tradehall").joinpath("default_config.toml").read_text("utf-8")
+    text = builtin_config_text()
     if out is None:
         if as_json:
             _emit({"config": text}, True)

@@ -329,11 +329,15 @@ class ConfigError(Exception):
 # --- entry points ---------------------------------------------------------------------------
 
 
+def builtin_config_text() -> str:
+    """The built-in configuration file: the default, and the template to copy and edit."""
+    return resources.files("tradehall").joinpath("default_config.toml").read_text("utf-8")
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Load the configuration file at ``path``, or the built-in default when ``path`` is None."""
     if path is None:
-        text = resources.files("tradehall").joinpath("default_config.toml").read_text("utf-8")
-        return parse_config(text, BUILTIN_SOURCE)
+        return parse_config(builtin_config_text(), BUILTIN_SOURCE)
     source = os.fspath(path)
     try:
         with open(source, "rb") as f:

@@ -98,13 +98,12 @@ class GracefulServer(uvicorn.Server):
                 name,
                 self.drain_s,
             )
-        else:
-            log.info("%s received: stopping (requests in flight are answered)", name)
-        if self.drain_s > 0 and self._draining is None and not self.should_exit:
             self._draining = threading.Timer(self.drain_s, super().handle_exit, (sig, frame))
             self._draining.daemon = True
             self._draining.start()
             return
+        else:
+            log.info("%s received: stopping (requests in flight are answered)", name)
         super().handle_exit(sig, frame)  # a second signal stops at once
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:

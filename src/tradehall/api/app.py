@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -39,6 +37,7 @@ from tradehall.api.http import (
     Front,
     answer_of,
     failed_answer,
+    unserved_answer,
 )
 from tradehall.api.monitor import UNMATCHED
 from tradehall.api.ratelimit import RateLimiter
@@ -99,27 +98,14 @@ def wall_clock_ms() -> int:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     state: AppState = request.app.state.tradehall
-    state.monitor.requests_total += 1
-    if logs.ACCESS.isEnabledFor(logging.INFO):
-        extra = {
-            "request_id": request.scope.get("request_id"),
-            "endpoint": request.url.path,
-            "method": request.method,
-            "code": exc.status_code,
-        }
-        logs.ACCESS.info("%s %s %d", request.method, UNMATCHED, exc.status_code, extra=extra)
-    if state.monitor.detailed:
-        method = request.method if request.method in _METHODS else "OTHER"
-        state.monitor.count(UNMATCHED, method, exc.status_code)
-    if exc.status_code == 405:
-        msg = f"{request.method} is not supported here"
-        return failed_answer(state.monitor, request.scope, Code.UNSUPPORTED, msg, 405)
-    if exc.status_code == 404:
-        msg = f"unknown path {request.url.path}"
-        return failed_answer(state.monitor, request.scope, Code.UNSUPPORTED, msg, 404)
-    return failed_answer(
-        state.monitor, request.scope, Code.UNKNOWN, str(exc.detail), exc.status_code
-    )
+    method = request.method if request.method in _METHODS else "OTHER"
+    status = exc.status_code
+    code, msg = Code.UNKNOWN, str(exc.detail)
+    if status == 405:
+        code, msg = Code.UNSUPPORTED, f"{request.method} is not supported here"
+    elif status == 404:
+        code, msg = Code.UNSUPPORTED, f"unknown path {request.url.path}"
+    return unserved_answer(state.monitor, request.scope, UNMATCHED, method, code, msg, status)
 
 
 class App(Starlette):
@@ -247,28 +233,16 @@ def _not_found(default: ASGIApp) -> ASGIApp:
             await default(scope, receive, send)
             return
         rid = _request_id(scope)
-        msg = f"unknown path {scope['path'][:200]}"
         state = scope["app"].state.tradehall
-        state.monitor.requests_total += 1
-        if state.monitor.detailed:
-            state.monitor.count(UNMATCHED, "GET", 404)
-        failed_answer(state.monitor, scope, Code.UNSUPPORTED, msg, 404)  # counts the error
-        if logs.ACCESS.isEnabledFor(logging.INFO):
-            extra = {"request_id": rid, "endpoint": scope["path"], "method": "GET", "code": 404}
-            logs.ACCESS.info("GET %s 404 (WebSocket handshake)", UNMATCHED, extra=extra)
-        body = json.dumps({"code": int(Code.UNSUPPORTED), "msg": msg}).encode()
+        msg = f"unknown path {scope['path'][:200]}"
+        answer = unserved_answer(state.monitor, scope, UNMATCHED, "GET", Code.UNSUPPORTED, msg, 404)
         start: Message = {
             "type": "websocket.http.response.start",
             "status": 404,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *SECURITY_HEADERS,
-                (REQUEST_ID, rid.encode()),
-            ],
+            "headers": [*answer.raw_headers, *SECURITY_HEADERS, (REQUEST_ID, rid.encode())],
         }
         await send(start)
-        await send({"type": "websocket.http.response.body", "body": body})
+        await send({"type": "websocket.http.response.body", "body": answer.body})
 
     return not_found
 

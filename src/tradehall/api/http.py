@@ -465,6 +465,28 @@ def failed_answer(
     return error_response(code, msg, status, headers)
 
 
+def unserved_answer(
+    monitor: Monitor, scope: Scope, endpoint: str, method: str, code: int, msg: str, status: int
+) -> Response:
+    """The error answer to a request no ``endpoint()`` handler served (an unknown path, a
+    refused ``/metrics`` scrape, a WebSocket handshake on no stream): a request counted under
+    ``endpoint`` (its route, or ``unmatched``) and ``method``, an access record, and an error
+    among the recent ones, as an endpoint's own refusal gets."""
+    monitor.requests_total += 1
+    if monitor.detailed:
+        monitor.count(endpoint, method, status)
+    if _ACCESS.isEnabledFor(INFO):
+        sent = scope.get("method", method)
+        extra = {
+            "request_id": scope.get("request_id"),
+            "endpoint": scope.get("path"),
+            "method": sent,
+            "code": status,
+        }
+        _ACCESS.info("%s %s %d", sent, endpoint, status, extra=extra)
+    return failed_answer(monitor, scope, code, msg, status)
+
+
 def _access(scope: Scope, out: bytes | Response, key: ApiKey | None, seconds: float) -> None:
     """The access log's record of one answer (``--access-log``)."""
     status = 200 if type(out) is bytes else out.status_code  # type: ignore[union-attr]

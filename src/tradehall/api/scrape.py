@@ -4,16 +4,13 @@ API. Gateways serve theirs on a listener of their own (``--metrics-port``)."""
 
 from __future__ import annotations
 
-import logging
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tradehall import logs
 from tradehall.api.admin import require_admin
 from tradehall.api.errors import ApiError
-from tradehall.api.http import AppState, failed_answer
+from tradehall.api.http import AppState, unserved_answer
 from tradehall.metrics.exposition import CONTENT_TYPE, render
 
 PATH = "/metrics"
@@ -27,18 +24,8 @@ def routes() -> list[Route]:
         except ApiError as refused:
             # Scrapes are not counted or logged (a probe every few seconds would drown the
             # rest); a refused one is, so guessing the admin token here leaves a trace.
-            state.monitor.requests_total += 1
-            state.monitor.count(PATH, "GET", refused.status)
-            if logs.ACCESS.isEnabledFor(logging.INFO):
-                extra = {
-                    "request_id": request.scope.get("request_id"),
-                    "endpoint": PATH,
-                    "method": "GET",
-                    "code": refused.status,
-                }
-                logs.ACCESS.info("GET %s %d", PATH, refused.status, extra=extra)
-            return failed_answer(
-                state.monitor, request.scope, refused.code, refused.msg, refused.status
+            return unserved_answer(
+                state.monitor, request.scope, PATH, "GET", refused.code, refused.msg, refused.status
             )
         if state.metrics is None:
             return Response(b"", media_type=CONTENT_TYPE)

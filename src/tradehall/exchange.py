@@ -27,13 +27,20 @@ from tradehall.engine.futures_model import (
     FuturesOrderState,
 )
 from tradehall.engine.margin import MarginAccount
-from tradehall.marketdata import INTERVALS, MarketData, keep_for
+from tradehall.marketdata import INTERVALS, Bar, MarketData, keep_for
 from tradehall.secretbox import SecretBox
 from tradehall.selfservice_state import SelfServiceBook
 from tradehall.state_digest import ForkedDigest
 from tradehall.store.base import Store, StoreError, collector_paused
 from tradehall.store.batch import ACCRUED_HOUR, PROJECTED, AdminLogRow, Batch, KeyRow, UserRow
-from tradehall.store.journal import CommandIds, Entry, HashMark, StateHashed, StateNoted
+from tradehall.store.journal import (
+    BarsSeeded,
+    CommandIds,
+    Entry,
+    HashMark,
+    StateHashed,
+    StateNoted,
+)
 from tradehall.store.journaled import JournaledStore
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -223,6 +230,8 @@ class Exchange:
                 self.selfservice.restore({noted.name: noted.value}, self.keys)
             elif kind is AdminLogRow:
                 self.pending.admin_log.append(entry)  # type: ignore[arg-type]
+            elif kind is BarsSeeded:
+                self._seed_bars(entry)  # type: ignore[arg-type]
             elif kind is CommandIds or kind is HashMark or kind is StateHashed:
                 continue  # what the record says of itself (read by a standby)
             else:
@@ -367,6 +376,31 @@ class Exchange:
         if self.journaling:
             self.pending.entries.append(StateNoted(name, value))
         self.pending.engine_state[name] = value
+
+    def seed_bars(self, symbol: str, bars: dict[str, list[Bar]]) -> int:
+        """Put a market's drawn past (``sim.history``: bars of each interval, oldest first)
+        before its stored bars, journaled so a replay, the projector and a standby put the
+        same. How many bars were taken (none where the market already has older ones)."""
+        self.check_writable()
+        taken = 0
+        for interval, series in bars.items():
+            entry = BarsSeeded(
+                symbol,
+                interval,
+                [(b.open_time, b.open, b.high, b.low, b.close, b.volume, b.amount) for b in series],
+            )
+            count = self._seed_bars(entry)
+            if count and self.journaling:
+                self.pending.entries.append(entry)
+            taken += count
+        return taken
+
+    def _seed_bars(self, entry: BarsSeeded) -> int:
+        bars = [Bar(*row) for row in entry.bars]
+        taken = self.marketdata.seed_bars(entry.symbol, entry.interval, bars)
+        if taken:
+            self._bars_changed = True
+        return taken
 
     def _stage_key(self, sealed: KeyRow) -> None:
         if self.journaling:

@@ -228,6 +228,40 @@ def test_restore_keeps_newest_and_copies() -> None:
     assert c.bars(H1)[-1].volume == 1
 
 
+def test_seed_puts_a_past_before_the_stored_bars_and_never_rewrites_them() -> None:
+    c = Candles()
+    c.on_trade(T0 + 3 * MIN + 5, 200, 2)
+    c.take_changed()
+    drawn = [Bar(T0 + i * MIN, 100 + i, 110 + i, 90 + i, 101 + i, 1) for i in range(5)]
+    assert c.seed("1min", drawn) == 3  # the bars at 3 and 4 minutes would rewrite history
+    assert c.bars(M1) == [*drawn[:3], Bar(T0 + 3 * MIN, 200, 200, 200, 200, 2)]
+    changed = [bar for name, bar in c.take_changed() if name == "1min"]
+    assert changed == drawn[:3]  # written by the store, oldest first
+    assert c.seed("1min", drawn) == 0  # nothing older than the first stored bar is left
+    c.on_trade(T0 + 3 * MIN + 10, 210, 1)  # the live bar goes on where it was
+    assert c.bars(M1)[-1] == Bar(T0 + 3 * MIN, 200, 210, 200, 210, 3)
+
+
+def test_seed_on_an_empty_series_makes_its_last_bar_the_live_one() -> None:
+    c = Candles()
+    assert c.seed("60min", [Bar(T0, 10, 12, 9, 11, 4), Bar(T0 + HOUR, 11, 11, 11, 11, 1)]) == 2
+    c.on_trade(T0 + HOUR + 5 * MIN, 15, 1)
+    assert c.bars(H1)[-1] == Bar(T0 + HOUR, 11, 15, 11, 15, 2)
+    assert c.has_bars()
+    assert not Candles().has_bars()
+
+
+def test_seed_takes_only_what_the_interval_keeps() -> None:
+    c = Candles()
+    c.on_trade(T0 + (KEEP_OTHER + 20) * HOUR, 5, 1)
+    drawn = [Bar(T0 + i * HOUR, 1, 1, 1, 1, 1) for i in range(KEEP_OTHER + 20)]
+    assert c.seed("60min", drawn) == KEEP_OTHER - 1
+    kept = c.bars(H1)
+    assert len(kept) == KEEP_OTHER
+    assert kept[0].open_time == T0 + 21 * HOUR
+    assert kept[-1].close == 5
+
+
 @pytest.mark.parametrize(
     ("name", "bars"),
     [
@@ -238,9 +272,11 @@ def test_restore_keeps_newest_and_copies() -> None:
         ("1week", [Bar(T0 + DAY, 1, 1, 1, 1, 1)]),
     ],
 )
-def test_restore_rejects(name: str, bars: list[Bar]) -> None:
+def test_restore_and_seed_reject(name: str, bars: list[Bar]) -> None:
     with pytest.raises(ValueError):
         Candles().restore(name, bars)
+    with pytest.raises(ValueError):
+        Candles().seed(name, bars)
 
 
 def test_ticker_window() -> None:

@@ -141,6 +141,10 @@ def test_bad_simulation_settings_name_file_line_and_field(tmp_path: Path) -> Non
     assert "simulation.market[0].symbol: unknown market 'E-DOGE-USDT'" in config_error(
         extra, tmp_path
     )
+    extra = "\n[simulation]\nhistory_days = 5000\n"
+    assert "simulation.history_days: must be between 0 and 3650, got 5000" in config_error(
+        extra, tmp_path
+    )
     extra = "\n[simulation.maker]\nlevelz = 3\n"
     assert "simulation.maker.levelz: unknown key (did you mean 'levels'?)" in config_error(
         extra, tmp_path

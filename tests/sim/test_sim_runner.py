@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -13,11 +14,14 @@ from pathlib import Path
 import pytest
 
 from sim_support import simulate
-from support import FakeClock, make_exchange
+from support import TEST_SECRET_BOX, FakeClock, journaled_store, make_exchange
 from tradehall import sandbox
+from tradehall.config import load_config
 from tradehall.engine import audit
 from tradehall.engine.commands import Withdraw
 from tradehall.engine.futures_model import futures_account
+from tradehall.marketdata import INTERVALS
+from tradehall.projector import Projector
 from tradehall.sim.participants import OUT_OF_FUNDS
 from tradehall.sim.runner import Simulation
 from tradehall.sim.settings import SimulationSettings
@@ -184,3 +188,54 @@ def test_an_account_reset_gives_a_participant_its_own_starting_funds() -> None:
     assert {p["state"] for p in sim.status()["participants"]} == {"active"}
     assert audit.check(engine) == []
     exchange.store.close()
+
+
+def test_a_fresh_market_gets_a_drawn_past_that_a_restart_and_a_replay_keep(
+    tmp_path: Path,
+) -> None:
+    """Before its first tick every simulated market has a year of candles ending at its
+    start price (a contract shares its index source's walk); they are journaled, so the
+    tables, a restart and a replay of the journal hold the same, and never drawn again."""
+    db = tmp_path / "t.db"
+    ex, sim = simulate(SETTINGS, 0, db)
+    now = sim.clock()
+    klines = {
+        symbol: {iv.name: ex.marketdata.klines(symbol, iv, 300, now) for iv in INTERVALS}
+        for symbol in SETTINGS.markets
+    }
+    for market in sim.markets:
+        bars = klines[market.symbol]
+        assert len(bars["1min"]) == len(bars["60min"]) == len(bars["1day"]) == 300
+        assert bars["1min"][-1].close == market.ref  # the walk ends where the market starts
+        assert all(bar.volume > 0 for bar in bars["1min"])  # drawn, not gap-filled
+    btc = [bar.close / 100 for bar in klines["BTCUSDT"]["60min"]]
+    contract = ex.config.markets.contracts["E-BTC-USDT"]
+    scale = 10**contract.price_precision
+    closes = [bar.close / scale for bar in klines["E-BTC-USDT"]["60min"]]
+    assert closes == pytest.approx(btc, abs=1 / scale)  # the same walk, in its own ticks
+    ex.commit_now()
+    ex.store.close()
+    again, _ = simulate(SETTINGS, 0, db)  # the tables (written inline here) hold them
+    for symbol, by_interval in klines.items():
+        for iv in INTERVALS:
+            assert again.marketdata.klines(symbol, iv, 300, now) == by_interval[iv.name]
+    assert again.pending.entries == []  # nothing drawn again
+    again.store.close()
+    # A projector building empty tables from the journal alone writes the same bars.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(tmp_path / "journal.db", fresh / "journal.db")
+    store = journaled_store(fresh / "tradehall.db")
+    store.migrate()
+    Projector(load_config(), store.projections, store.journal, TEST_SECRET_BOX).catch_up()
+    tables = make_exchange(store=store.projections)
+    for symbol, by_interval in klines.items():
+        for iv in INTERVALS:
+            assert tables.marketdata.klines(symbol, iv, 300, now) == by_interval[iv.name]
+    store.close()
+
+
+def test_no_past_is_drawn_with_history_days_0_nor_for_a_replayed_market() -> None:
+    ex, _sim = simulate(replace(SETTINGS, history_days=0), 0)
+    assert not any(ex.marketdata.has_bars(symbol) for symbol in SETTINGS.markets)
+    ex.store.close()

@@ -75,6 +75,9 @@ def test_serve_demo_is_a_living_market_that_survives_kill_9(
     wait_for(lambda: public.trades("BTCUSDT")["list"][0]["time"] > newest, timeout=5)
     assert public.klines("BTCUSDT", "1min")
     assert public.futures_klines("E-BTC-USDT", "1min")
+    # A year of candles behind the first trade: a bot's indicators have a history to read.
+    assert len(public.klines("BTCUSDT", "60min", 300)) == 300
+    assert len(public.futures_klines("E-BTC-USDT", "1day", 300)) == 300
 
     # A bot's market order fills against the simulated liquidity.
     bot = Client(server.url, server.demo["apiKey"], server.demo["secret"])

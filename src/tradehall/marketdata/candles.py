@@ -82,6 +82,9 @@ class Candles:
         self._series: tuple[_Series, ...] = tuple(_Series(iv) for iv in INTERVALS)
         self._by_name: dict[str, _Series] = {s.interval.name: s for s in self._series}
 
+    def has_bars(self) -> bool:
+        return any(s.bars for s in self._series)
+
     def on_trade(self, ts_ms: int, price: int, qty: int, amount: int = 0) -> None:
         """Add one trade (``price`` in ticks, ``qty`` in lots, ``amount`` its value) to the bar
         of every interval."""
@@ -156,14 +159,8 @@ class Candles:
         boundary, or open times that are not strictly increasing.
         """
         interval = parse_interval(interval_name)
+        _check_series(interval, bars)
         s = self._by_name[interval.name]
-        previous: int | None = None
-        for bar in bars:
-            if bar_open(interval, bar.open_time) != bar.open_time:
-                raise ValueError(f"{interval.name} bar open time {bar.open_time} is not aligned")
-            if previous is not None and bar.open_time <= previous:
-                raise ValueError(f"{interval.name} bars are not in increasing time order")
-            previous = bar.open_time
         s.bars.clear()
         s.bars.extend(bar.copy() for bar in bars)
         s.changed = []
@@ -173,6 +170,28 @@ class Candles:
         else:
             s.current = None
             s.end = 0
+
+    def seed(self, interval_name: str, bars: list[Bar]) -> int:
+        """Put ``bars`` (oldest first) before the stored bars of one interval: a past drawn
+        for a market (``sim.history``). Only the bars opening before the first stored one
+        are taken (history is not rewritten), as many as the interval keeps; they count as
+        changed, so the store writes them. How many were taken. Raises ValueError as
+        :meth:`restore` does."""
+        interval = parse_interval(interval_name)
+        _check_series(interval, bars)
+        s = self._by_name[interval.name]
+        first = s.bars[0].open_time if s.bars else None
+        older = [bar.copy() for bar in bars if first is None or bar.open_time < first]
+        room = keep_for(interval) - len(s.bars)
+        taken = older[max(0, len(older) - room) :] if room > 0 else []
+        if not taken:
+            return 0
+        s.bars.extendleft(reversed(taken))
+        s.changed = [*taken, *s.changed]
+        if s.current is None:
+            s.current = s.bars[-1]
+            s.end = next_open(interval, s.current.open_time)
+        return len(taken)
 
     def bars(self, interval: Interval) -> list[Bar]:
         """Copies of the stored bars of ``interval`` (only those that saw a trade), oldest first."""
@@ -196,6 +215,16 @@ class Candles:
             open=window[-1].open,
             amount=sum(bar.amount for bar in window),
         )
+
+
+def _check_series(interval: Interval, bars: list[Bar]) -> None:
+    previous: int | None = None
+    for bar in bars:
+        if bar_open(interval, bar.open_time) != bar.open_time:
+            raise ValueError(f"{interval.name} bar open time {bar.open_time} is not aligned")
+        if previous is not None and bar.open_time <= previous:
+            raise ValueError(f"{interval.name} bars are not in increasing time order")
+        previous = bar.open_time
 
 
 def _newest_first_until(bars: deque[Bar], since: int) -> Iterator[Bar]:

@@ -47,6 +47,10 @@ class MarketData:
         candles.on_trade(ts_ms, price, qty, amount)
         self._trades[symbol].add(PublicTrade(trade_id, ts_ms, price, qty, taker_side, amount))
 
+    def has_bars(self, symbol: str) -> bool:
+        """Whether ``symbol`` has a bar (it traded, or its past was drawn)."""
+        return self._candles[symbol].has_bars()
+
     def klines(self, symbol: str, interval: Interval, limit: int, now_ms: int) -> list[Bar]:
         """See :meth:`Candles.query`."""
         return self._candles[symbol].query(interval, limit, now_ms)
@@ -67,6 +71,10 @@ class MarketData:
 
     def restore_bars(self, symbol: str, interval_name: str, bars: list[Bar]) -> None:
         self._candles[symbol].restore(interval_name, bars)
+
+    def seed_bars(self, symbol: str, interval_name: str, bars: list[Bar]) -> int:
+        """See :meth:`Candles.seed`."""
+        return self._candles[symbol].seed(interval_name, bars)
 
     def restore_trades(self, symbol: str, trades: Iterable[PublicTrade]) -> None:
         self._trades[symbol].restore(trades)

@@ -33,8 +33,9 @@ from tradehall.engine.index_sources import OPERATOR
 from tradehall.engine.markets import PairSpec
 from tradehall.exchange import Exchange
 from tradehall.sim.accounts import funding_tx, participant_name
+from tradehall.sim.history import Step, bars_of, common_draws, cross_steps, step_times, walk_back
 from tradehall.sim.participants import Maker, Participant, Taker
-from tradehall.sim.paths import CommonFactor, CrossPath, Path, ReplayPath, make_path
+from tradehall.sim.paths import CommonFactor, CrossPath, GbmPath, Path, ReplayPath, make_path
 from tradehall.sim.replay import with_histories
 from tradehall.sim.settings import MakerSettings, PathSettings, SimulationSettings
 from tradehall.sim.venue import FuturesVenue, SpotVenue, Venue
@@ -224,9 +225,62 @@ class Simulation:
     # ----------------------------------------------------------------- setup
 
     async def setup(self) -> None:
-        """Build the markets and their participants (created and funded once)."""
+        """Build the markets and their participants (created and funded once), and draw the
+        past of those that have none."""
         self.markets = self.build_markets()
+        self.draw_history()
         await self.committer.durable_shielded()
+
+    def draw_history(self) -> int:
+        """Candles for the ``history_days`` before now on every market without a bar yet
+        (``sim.history``), ending at its start price; bars taken."""
+        s = self.settings
+        fresh = [m for m in self.markets if not self.exchange.marketdata.has_bars(m.symbol)]
+        if s.history_days <= 0 or not fresh:
+            return 0
+        times = step_times(self.clock(), s.history_days)
+        common = common_draws(s.seed, len(times))
+        drawn: dict[int, list[Step] | None] = {}
+        taken = 0
+        for market in fresh:
+            steps = self._past(market.path, market.symbol, times, common, drawn)
+            if steps is None:
+                continue
+            venue = market.venue
+            flow = s.taker.rate * s.taker.mean_size() * venue.unit
+            rng = random.Random(f"{s.seed}/{market.symbol}/history/volume")
+            taken += self.exchange.seed_bars(
+                market.symbol, bars_of(steps, venue.ticks, flow, venue.amount, rng)
+            )
+        if taken:
+            log.info(
+                "simulation: drew %d days of candles for %d markets", s.history_days, len(fresh)
+            )
+        return taken
+
+    def _past(
+        self,
+        path: Path,
+        symbol: str,
+        times: list[tuple[int, int]],
+        common: list[float],
+        drawn: dict[int, list[Step] | None],
+    ) -> list[Step] | None:
+        """The drawn past of ``path`` (once per path: a contract shares its index source's);
+        None for a replay, whose history is its file's."""
+        if id(path) in drawn:
+            return drawn[id(path)]
+        steps: list[Step] | None = None
+        if isinstance(path, CrossPath):
+            base = self._past(path.base, symbol, times, common, drawn)
+            quote = self._past(path.quote, symbol, times, common, drawn)
+            if base is not None and quote is not None:
+                steps = cross_steps(base, quote, path.basis)
+        elif isinstance(path, GbmPath):
+            rng = random.Random(f"{self.settings.seed}/{symbol}/history")
+            steps = walk_back(path.settings, path.price, times, rng, common)
+        drawn[id(path)] = steps
+        return steps
 
     def build_markets(self) -> list[Market]:
         self.settings = with_histories(self.settings)  # read already by serve and engine

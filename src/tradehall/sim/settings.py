@@ -114,6 +114,10 @@ class TakerSettings:
     limit_slippage_bps: float = 20.0
     """How far through the reference a marketable limit order's price goes."""
 
+    def mean_size(self) -> float:
+        """An order's mean size, in units."""
+        return (self.min_size + self.max_size) / 2
+
 
 @dataclass(frozen=True, slots=True)
 class FaultRule:
@@ -167,6 +171,10 @@ class SimulationSettings:
     makers: dict[str, MakerSettings] = field(default_factory=dict)
     """Per-market maker settings (``[[simulation.market]]``); a market not listed: ``maker``."""
     taker: TakerSettings = TakerSettings()
+    history_days: int = 365
+    """Days of candles drawn for a market the simulation first runs on (one that has no
+    bars yet), ending at its start price (``sim.history``); 0: its chart starts empty. A
+    replayed market gets none (its history is the file's)."""
     funds: int = 4
     """Each participant is funded with this many times what it can trade (a maker: both
     ladders and its inventory bound; a taker: a thousand average orders)."""

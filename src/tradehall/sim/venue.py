@@ -37,6 +37,11 @@ class Venue(Protocol):
 
     def price_of(self, ticks: int) -> float: ...
 
+    def amount(self, ticks: int, lots: int) -> int:
+        """The value of ``lots`` at ``ticks`` in units of the market's value asset (a pair's
+        quote, a contract's margin coin), as a trade's is counted in its candles."""
+        ...
+
     def quantity(self, notional: Decimal, ref: int) -> int:
         """Lots (spot) or contracts (futures) worth ``notional`` in the quote currency at
         ``ref`` ticks, rounded down."""
@@ -81,6 +86,9 @@ class SpotVenue:
 
     def price_of(self, ticks: int) -> float:
         return ticks / pow10(self.pair.price_precision)
+
+    def amount(self, ticks: int, lots: int) -> int:
+        return self.pair.quote_amount(ticks, lots)
 
     def quantity(self, notional: Decimal, ref: int) -> int:
         units = int(notional.scaleb(self.pair.quote_decimals))
@@ -161,6 +169,9 @@ class FuturesVenue:
 
     def price_of(self, ticks: int) -> float:
         return ticks / pow10(self.contract.price_precision)
+
+    def amount(self, ticks: int, lots: int) -> int:
+        return self.contract.value(lots, ticks)
 
     def quantity(self, notional: Decimal, ref: int) -> int:
         return int(notional.scaleb(MONEY_DECIMALS)) // max(1, self.contract.money(1, ref))

@@ -43,6 +43,16 @@ class StateNoted(msgspec.Struct, frozen=True, gc=False):
     value: int
 
 
+class BarsSeeded(msgspec.Struct, frozen=True, gc=False):
+    """A market's past candles of one interval, drawn by the simulation before it first ran
+    there (``sim.history``): (open time, open, high, low, close, volume, amount) each, oldest
+    first, put before any stored bar."""
+
+    symbol: str
+    interval: str
+    bars: list[tuple[int, int, int, int, int, int, int]]
+
+
 class CommandIds(msgspec.Struct, frozen=True, gc=False):
     """The ids of the gateways' commands whose changes the record holds: a leader that takes
     over knows which resent commands its predecessor committed (applied once, never twice)."""
@@ -63,9 +73,10 @@ class StateHashed(msgspec.Struct, frozen=True, gc=False):
     digest: str
 
 
-Record = UserRow | KeyRow | AdminLogRow | StateNoted
+Record = UserRow | KeyRow | AdminLogRow | StateNoted | BarsSeeded
 """Changes made beside the engine: a new user, an API key written (created or revoked, its
-secret sealed as the store keeps it), an admin action's trail entry, a named integer."""
+secret sealed as the store keeps it), an admin action's trail entry, a named integer, a
+market's drawn past."""
 Marker = CommandIds | HashMark | StateHashed
 """What a record says about itself (replaying applies nothing for them)."""
 Entry = c.Command | Record | Marker
@@ -98,6 +109,7 @@ KINDS: tuple[type[Any], ...] = (
     CommandIds,
     HashMark,
     StateHashed,
+    BarsSeeded,
 )
 """Every entry type, by its number in a record. Append only: a number, once used, keeps its
 meaning (older journals are read by later releases)."""

@@ -181,6 +181,13 @@ def projected_up_to(backend: Backend, data: Path, head: int) -> None:
         time.sleep(0.05)
 
 
+def caught_up(backend: Backend, data: Path) -> None:
+    """Wait for the projector to hold what a just-started server wrote (its scheduler's
+    catch-up records): a history read waits 1.5 s at most, which a loaded machine's projector
+    start can exceed (the read then answers 503 -1001, as documented)."""
+    projected_up_to(backend, data, journal_state(backend, data)[0])
+
+
 def the_old_venue_is_served(url: str, admin: AdminClient) -> None:
     now = reads_now(url, admin)
     assert known(static(FACTS), static(now)) == static(FACTS)
@@ -213,6 +220,7 @@ def serve_upgraded(backend: Backend, data: Path, config: Path) -> None:
     records_before, _ = journal_state(backend, data)
     server, admin = serve(backend, data, config)
     try:
+        caught_up(backend, data)
         the_old_venue_is_served(server.url, admin)
         trade_on(server.url, admin)
         records, _ = journal_state(backend, data)
@@ -227,6 +235,7 @@ def serve_upgraded(backend: Backend, data: Path, config: Path) -> None:
     assert head == projected >= records
     server, admin = serve(backend, data, config)
     try:
+        caught_up(backend, data)
         assert static(reads_now(server.url, admin)) == written
         assert server.stop() == 0
     finally:

@@ -41,6 +41,7 @@ from tradehall.cluster import (
 from tradehall.codes import Code, Reject
 from tradehall.config import Config, ConfigError, builtin_config_text, load_config, parse_config
 from tradehall.datadir import DataDir, DataDirBusy
+from tradehall.engine.commands import MAX_INTEREST_HOURS
 from tradehall.exchange import Exchange
 from tradehall.projector import attach_inline, open_exchange
 from tradehall.retention import directly, prune_pass
@@ -83,6 +84,10 @@ funding_app = typer.Typer(
     help="Futures funding (time control).", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(funding_app, name="funding")
+interest_app = typer.Typer(
+    help="Margin interest (time control).", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(interest_app, name="interest")
 config_app = typer.Typer(
     help="The configuration file (README, Configuration).",
     no_args_is_help=True,
@@ -1174,6 +1179,31 @@ def funding_now(
         lambda ex, ts: sandbox.funding_now(ex, contract, ts),
         database=database,
         log=("funding.now", {"contract": contract}),
+    )
+
+
+@interest_app.command("now")
+def interest_now(
+    hours: Annotated[
+        int,
+        typer.Option(min=1, max=MAX_INTEREST_HOURS, help="Hours of interest to charge at once"),
+    ] = 1,
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Charge margin interest now (time control for a sandbox): every debt is charged HOURS
+    hours of interest, as that many hourly accruals would; the hourly schedule is
+    unchanged."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda admin: admin.interest_now(hours),
+        lambda ex, ts: sandbox.interest_now(ex, hours, ts),
+        database=database,
+        log=("interest.now", {"hours": hours}),
     )
 
 

@@ -78,7 +78,18 @@ _REPLACED_MAKER_KEYS = {
     "max_inventory": "inventory_limit (in multiples of the depth)",
 }
 """Keys of the unit-sized ladder before the sizes were set in quote notional."""
-_TAKER_KEYS = ("rate", "min_size", "max_size", "limit_share", "limit_slippage_bps")
+_TAKER_KEYS = (
+    "rate",
+    "size_model",
+    "median_usd",
+    "tail",
+    "max_usd",
+    "min_size",
+    "max_size",
+    "limit_share",
+    "limit_slippage_bps",
+)
+_SIZE_MODELS = ("pareto", "uniform")
 _FAULT_KEYS = ("enabled", "seed", "rule")
 _RULE_KEYS = (
     "path",
@@ -270,12 +281,28 @@ def _taker(doc: _Document, value: object) -> TakerSettings:
     table = _Table(doc, doc.table(value, "simulation.taker"), "simulation.taker")
     doc.check_keys(table.values, "simulation.taker", _TAKER_KEYS)
     d = TakerSettings()
+    model = table.string("size_model", d.size_model)
+    if model not in _SIZE_MODELS:
+        raise table.error("size_model", f"must be 'pareto' or 'uniform', got {model!r}")
+    keys = ("median_usd", "tail", "max_usd") if model == "uniform" else ("min_size", "max_size")
+    for key in keys:
+        if key in table.values:
+            other = "pareto" if model == "uniform" else "uniform"
+            raise table.error(key, f"applies to size_model = {other!r} (docs/simulation.md)")
     min_size = table.integer("min_size", 1, 1_000_000, d.min_size)
     max_size = table.integer("max_size", 1, 1_000_000, d.max_size)
     if max_size < min_size:
         raise table.error("max_size", f"must be at least min_size ({min_size})")
+    median = _positive(table, "median_usd", d.median_usd) or d.median_usd
+    largest = _positive(table, "max_usd", d.max_usd) or d.max_usd
+    if largest <= median:
+        raise table.error("max_usd", f"must be above median_usd ({_plain(median)})")
     return TakerSettings(
         rate=_number(table, "rate", d.rate, 0.0, 1_000.0),
+        size_model=model,
+        median_usd=median,
+        tail=_number(table, "tail", d.tail, 0.5, 5.0),
+        max_usd=largest,
         min_size=min_size,
         max_size=max_size,
         limit_share=_number(table, "limit_share", d.limit_share, 0.0, 1.0),

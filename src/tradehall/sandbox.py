@@ -1,7 +1,7 @@
-"""Sandbox controls for the operator (docs/simulation.md): settle funding now, and reset an
-account to its starting balances. Like tradehall.operations, each function stages engine
-commands on the exchange (every change a ledger entry) and the caller makes them durable; the
-admin API and the offline CLI share them."""
+"""Sandbox controls for the operator (docs/simulation.md): settle funding now, charge margin
+interest now, and reset an account to its starting balances. Like tradehall.operations, each
+function stages engine commands on the exchange (every change a ledger entry) and the caller
+makes them durable; the admin API and the offline CLI share them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tradehall import operations as ops
 from tradehall.codes import Code, Reject
 from tradehall.engine.commands import (
     CancelBatch,
+    ChargeInterest,
     ClosePositions,
     Deposit,
     FuturesTransfer,
@@ -39,6 +40,26 @@ def funding_now(ex: Exchange, contract: str | None, ts: int) -> dict[str, Any]:
             {"contract": s, "fundingRate": format_units_trimmed(states[s].last_funding_rate, 8)}
             for s in settled
         ]
+    }
+
+
+def interest_now(ex: Exchange, hours: int, ts: int) -> dict[str, Any]:
+    """Charge ``hours`` hours of margin interest on every debt at once (the
+    ``ChargeInterest`` command); what each margin account was charged."""
+    charged: list[tuple[int, str, str, int]] = ex.apply(ChargeInterest(ts, hours))
+    margin = ex.engine.margin.accounts
+    assets = ex.config.markets.assets
+    return {
+        "hours": hours,
+        "charged": [
+            {
+                "userId": margin[account].user,
+                "symbol": symbol,
+                "asset": asset,
+                "interest": format_units(amount, assets[asset].decimals),
+            }
+            for account, symbol, asset, amount in charged
+        ],
     }
 
 

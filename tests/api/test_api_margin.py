@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from support import ADMIN_TOKEN, BASE_URL, ClientClock, Env, make_exchange
 from tradehall.api.app import create_app
-from tradehall.client import AdminClient, Client
+from tradehall.client import AdminClient, ApiError, Client
 from tradehall.engine.commands import AccrueInterest
 from tradehall.engine.engine import Result
 from tradehall.engine.events import Liquidated
@@ -306,6 +306,34 @@ def test_margin_order_borrows_the_shortfall(
     # Liquidation when (1000 + 0.08 P) / 0.08 P = 1.1: P = 1000 / 0.008 = 125000.
     assert v["liquidationPrice"] == "125000.00"
     assert system(env)["pool"]["BTC"] == ("99.92000000", ZERO)
+    conserved(env)
+    env.audit()
+
+
+def test_interest_now_charges_hours_of_interest_through_the_admin_api(
+    venue: Env, alice: Client, maker: Client, taker: Client
+) -> None:
+    """Time control for a sandbox: a bot's interest handling tested without waiting hours."""
+    env = venue
+    ok(transfer(alice, "USDT", "1000"))
+    set_price(maker, taker, "50000")
+    ok(margin_order(alice, "BUY", "0.1", "50000"))  # borrows 4000 USDT
+    user = alice.user_id  # type: ignore[attr-defined]
+    charged = env.admin.interest_now(24)
+    # 0.00001 an hour on 4000 USDT: 0.04 an hour, 0.96 for a day
+    assert charged == {
+        "hours": 24,
+        "charged": [
+            {"userId": user, "symbol": "BTCUSDT", "asset": "USDT", "interest": "0.96000000"}
+        ],
+    }
+    assert assets(view(alice))["USDT"][2:] == ("4000.00000000", "0.96000000")
+    for hours in (0, 8_761, "x"):
+        with pytest.raises(ApiError) as refused:
+            env.admin._post("/margin/interest-now", {"hours": hours})
+        assert (refused.value.status, refused.value.code) == (400, -1102)
+    assert assets(view(alice))["USDT"][2:] == ("4000.00000000", "0.96000000")
+    assert env.admin.admin_log(1)["entries"][0]["action"] == "interest.now"
     conserved(env)
     env.audit()
 

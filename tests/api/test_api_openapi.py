@@ -552,6 +552,7 @@ def admin_calls(env: Env, checker: Checker) -> None:
     assert ok(admin.request("POST", ADMIN + "/sim/start"))["started"] is True
     assert ok(admin.request("POST", ADMIN + "/sim/stop"))["stopped"] is True
     assert isinstance(ok(admin.request("POST", ADMIN + "/futures/funding-now"))["settled"], list)
+    assert ok(admin.request("POST", ADMIN + "/margin/interest-now"))["hours"] == 1
     reset = ok(admin.request("POST", ADMIN + "/accounts/reset", body={"userId": user["id"]}))
     assert reset["spot"]["BTC"] == "100.00000000"
     pool = {"account": "pool", "asset": "USDT", "amount": "1000", "txId": "pool-1"}

@@ -21,6 +21,7 @@ from tradehall.engine import audit
 from tradehall.engine.commands import (
     AccrueInterest,
     CancelOrder,
+    ChargeInterest,
     Command,
     Deposit,
     MarginRepay,
@@ -604,6 +605,50 @@ def test_interest_can_trigger_liquidation(rig_factory: MakeRig) -> None:
     assert rig.get(account, "USDT") == (499_500_000_000 - 499_500_000 - 456_000_000_000, 0)
     assert rig.get(account, "BTC") == (0, 0)
     assert rig.get(POOL_ACCOUNT, "USDT") == (POOL["USDT"] + 56_000_000_000, 0)
+
+
+def test_interest_charged_now_is_that_many_hourly_accruals_and_leaves_the_schedule(
+    rig: Rig,
+) -> None:
+    rig.apply(AccrueInterest(0))
+    rig.set_price(P50K)
+    account = rig.open_margin(3, "USDT", 1_000 * USDT + 1)
+    rig.order(1, SELL, P50K, 100_000)
+    rig.order(account, BUY, P50K, 100_000)
+    principal, hourly = 399_999_999_999, 4_000_000
+    result = rig.apply(ChargeInterest(HOUR_MS // 2, 24))
+    assert result.reply == [(account, SYMBOL, "USDT", 24 * hourly)]
+    assert result.events == [DebtChanged(account, "USDT", principal, 24 * hourly, "interest", 0)]
+    assert rig.engine.margin.accrued_hour == 0  # the hourly accrual goes on as before
+    assert rig.apply(AccrueInterest(HOUR_MS)).reply == 1
+    assert rig.debts(account) == {"USDT": (principal, 25 * hourly)}
+    assert rig.get(POOL_ACCOUNT, "USDT") == (POOL["USDT"] - principal, 0)  # no money moved
+
+
+@pytest.mark.parametrize("hours", [0, -1, 8_761])
+def test_interest_charged_now_refuses_hours_out_of_range_and_changes_nothing(
+    rig: Rig, hours: int
+) -> None:
+    rig.set_price(P50K)
+    account = rig.open_margin(3, "USDT", 1_000 * USDT + 1)
+    rig.order(1, SELL, P50K, 100_000)
+    rig.order(account, BUY, P50K, 100_000)
+    before = rig.debts(account)
+    with pytest.raises(Reject) as refused:
+        rig.apply(ChargeInterest(0, hours))
+    assert refused.value.code == Code.BAD_PARAM
+    assert rig.debts(account) == before
+
+
+def test_interest_charged_now_can_trigger_liquidation(rig_factory: MakeRig) -> None:
+    rig = rig_factory(spec=MarginSpec(SYMBOL, quote_hourly_rate=1_000_000))  # 1 % an hour
+    rig.apply(AccrueInterest(0))
+    account = long_position(rig)
+    rig.order(2, BUY, P50K, 200_000)
+    assert not of(rig.apply(ChargeInterest(1, 13)).events, Liquidated)
+    (liquidated,) = of(rig.apply(ChargeInterest(2, 1)).events, Liquidated)
+    assert liquidated.account == account
+    assert rig.debts(account) == {}
 
 
 # =========================================================================== repayment

@@ -8,6 +8,7 @@ import math
 import random
 from itertools import pairwise
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from tradehall.marketdata.intervals import DAY_MS, MINUTE_MS, Interval, next_ope
 from tradehall.sim.history import (
     TIERS,
     Step,
+    band,
     bars_of,
     common_draws,
     cross_steps,
@@ -126,13 +128,26 @@ def _check_made_of(coarse: list[Bar], fine: list[Bar], interval: Interval) -> No
         assert bar.volume == sum(p.volume for p in parts)
 
 
-def test_a_wild_path_stays_within_the_band_over_ten_years() -> None:
+def test_a_wild_path_stays_within_its_band_over_ten_years() -> None:
     path = PathSettings(volatility=10.0, drift=10.0, jump_rate=3_600.0, jump_size=1.0)
     _, bars = drawn(days=3_650, path=path)
+    factor = math.exp(band(path, 3_650 * DAY_MS / 1000))
+    assert factor == pytest.approx(1_000_000)
     for series in bars.values():
         for bar in series:
-            assert 3_000_000 / 20 * 0.999 <= bar.low <= bar.high <= 3_000_000 * 20 * 1.001
+            assert 3_000_000 / factor * 0.999 <= bar.low <= bar.high <= 3_000_000 * factor * 1.001
             assert bar.amount < 2**63
+
+
+def test_a_long_ordinary_past_does_not_meet_its_band() -> None:
+    """Ten years at 60 %: the band is five deviations wide, so no bar sits flat at an edge
+    (as a hard factor of 20 made it do)."""
+    _, bars = drawn(days=3_650)
+    factor = math.exp(band(PathSettings(), 3_650 * DAY_MS / 1000))
+    assert factor > 10_000
+    top, bottom = 3_000_000 * factor, 3_000_000 / factor
+    for series in bars.values():
+        assert all(bottom * 1.01 < bar.low and bar.high < top / 1.01 for bar in series)
 
 
 def test_the_same_seed_draws_the_same_past_and_another_seed_another() -> None:
@@ -145,9 +160,9 @@ def test_volumes_follow_the_takers_flow() -> None:
     minutes = bars["1min"][:-1]
     mean = sum(bar.volume for bar in minutes) / len(minutes)
     assert 0.8 * 2.5 * 60 < mean < 1.25 * 2.5 * 60
-    days = bars["1day"][:-1]
-    mean_day = sum(bar.volume for bar in days) / len(days)
-    assert 0.85 * 2.5 * 86_400 < mean_day < 1.15 * 2.5 * 86_400
+    days = bars["1day"][:-1]  # the flow's value is the same at any price the past had
+    mean_day = sum(bar.amount for bar in days) / len(days)
+    assert 0.85 * 2.5 * 86_400 * 3_000_000 < mean_day < 1.15 * 2.5 * 86_400 * 3_000_000
     # busier when the price moved: the top tenth of minutes by range trade more than the rest
     by_range = sorted(minutes, key=lambda bar: (bar.high - bar.low) / bar.close)
     tenth = len(by_range) // 10

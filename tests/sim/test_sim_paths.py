@@ -145,6 +145,22 @@ def test_bad_simulation_settings_name_file_line_and_field(tmp_path: Path) -> Non
     assert "simulation.history_days: must be between 0 and 3650, got 5000" in config_error(
         extra, tmp_path
     )
+    for extra, expected in {
+        '\n[simulation.taker]\nsize_model = "lognormal"\n': (
+            "simulation.taker.size_model: must be 'pareto' or 'uniform', got 'lognormal'"
+        ),
+        "\n[simulation.taker]\nmin_size = 2\n": (
+            "simulation.taker.min_size: applies to size_model = 'uniform'"
+        ),
+        '\n[simulation.taker]\nsize_model = "uniform"\nmedian_usd = 10\n': (
+            "simulation.taker.median_usd: applies to size_model = 'pareto'"
+        ),
+        "\n[simulation.taker]\nmax_usd = 100\n": (
+            "simulation.taker.max_usd: must be above median_usd (150)"
+        ),
+        "\n[simulation.taker]\ntail = 0.1\n": "simulation.taker.tail: must be between 0.5 and 5",
+    }.items():
+        assert expected in config_error(extra, tmp_path)
     extra = "\n[simulation.maker]\nlevelz = 3\n"
     assert "simulation.maker.levelz: unknown key (did you mean 'levels'?)" in config_error(
         extra, tmp_path

@@ -68,7 +68,7 @@ def replay_settings(
             inventory_limit=50.0,
             skew=0,
         ),
-        taker=TakerSettings(rate=3.0, min_size=1, max_size=1),
+        taker=TakerSettings(rate=3.0, size_model="uniform", min_size=1, max_size=1),
     )
 
 

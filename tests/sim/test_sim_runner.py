@@ -16,11 +16,11 @@ import pytest
 from sim_support import simulate
 from support import TEST_SECRET_BOX, FakeClock, journaled_store, make_exchange
 from tradehall import sandbox
-from tradehall.config import load_config
+from tradehall.config import load_config, parse_config
 from tradehall.engine import audit
 from tradehall.engine.commands import Withdraw
 from tradehall.engine.futures_model import futures_account
-from tradehall.marketdata import INTERVALS
+from tradehall.marketdata import INTERVALS, parse_interval
 from tradehall.projector import Projector
 from tradehall.sim.participants import OUT_OF_FUNDS
 from tradehall.sim.runner import Simulation
@@ -238,4 +238,31 @@ def test_a_fresh_market_gets_a_drawn_past_that_a_restart_and_a_replay_keep(
 def test_no_past_is_drawn_with_history_days_0_nor_for_a_replayed_market() -> None:
     ex, _sim = simulate(replace(SETTINGS, history_days=0), 0)
     assert not any(ex.marketdata.has_bars(symbol) for symbol in SETTINGS.markets)
+    ex.store.close()
+
+
+def test_a_cross_follows_a_replayed_leg_and_gets_no_past_of_its_own(tmp_path: Path) -> None:
+    """ETHBTC beside a replayed BTCUSDT (and an ETHUSDT table that only sets its depth):
+    still the ratio of its legs, live; no drawn past (one leg's history is its file), while
+    the walking leg has one."""
+    base = (Path(__file__).resolve().parents[2] / "src/tradehall/default_config.toml").read_text()
+    extra = (
+        '\n[[simulation.market]]\nsymbol = "BTCUSDT"\nmodel = "replay"\n'
+        'replay = "builtin:binance-klines-btcusdt-1m.csv"\n'
+        '\n[[simulation.market]]\nsymbol = "ETHUSDT"\ndepth = "1000000"\n'
+    )
+    cfg = parse_config(base + extra, str(tmp_path / "tradehall.toml"))
+    settings = replace(cfg.simulation, markets=("ETHBTC", "BTCUSDT", "ETHUSDT"))
+    ex, sim = simulate(settings, 20)
+    by_symbol = {market.symbol: market for market in sim.markets}
+    cross, btc, eth = by_symbol["ETHBTC"], by_symbol["BTCUSDT"], by_symbol["ETHUSDT"]
+    assert {m["symbol"]: m["model"] for m in sim.status()["markets"]} == {
+        "BTCUSDT": "replay",
+        "ETHUSDT": "gbm",
+        "ETHBTC": "cross",
+    }
+    assert cross.path.price == pytest.approx(eth.path.price / btc.path.price, rel=1e-9)
+    day = parse_interval("1day")
+    assert len(ex.marketdata.klines("ETHUSDT", day, 300, sim.clock())) == 300
+    assert len(ex.marketdata.klines("ETHBTC", day, 300, sim.clock())) == 1  # its trades only
     ex.store.close()

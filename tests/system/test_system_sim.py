@@ -166,6 +166,8 @@ def test_sandbox_controls_work_offline_on_the_store(tmp_path: Path) -> None:
     user = cli(data, "user", "create", "--name", "bot")["id"]
     cli(data, "deposit", "--user", str(user), "--asset", "BTC", "--amount", "3")
     assert cli(data, "funding", "now") == {"settled": []}  # no contract has a mark yet
+    assert cli(data, "interest", "now", "--hours", "2") == {"hours": 2, "charged": []}  # no debt
+    assert cli(data, "admin-log", "--limit", "1")["entries"][0]["action"] == "interest.now"
     reset = cli(data, "account", "reset", "--user", str(user))
     assert reset["spot"] == {
         "BTC": "100.00000000",

@@ -24,6 +24,7 @@ from tradehall.api.requests import (
     AdminFuturesTransferRequest,
     AdminIndexPriceRequest,
     AdminIndexQuery,
+    AdminInterestRequest,
     AdminLogQuery,
     AdminMarginQuery,
     AdminMarginTransferRequest,
@@ -493,6 +494,13 @@ async def funding_now(call: Call) -> Any:
     return result
 
 
+async def interest_now(call: Call) -> Any:
+    hours: int = reading(call.params, AdminInterestRequest).value("hours")
+    result = sandbox.interest_now(call.exchange, hours, call.now)
+    await call.durable()
+    return result
+
+
 async def reset_account(call: Call) -> Any:
     user_id: int = reading(call.params, AdminUserRequest).value("userId")
     result = sandbox.reset_account(call.exchange, user_id, call.now)
@@ -532,6 +540,7 @@ ACTIONS = {
     "/sim/start": "sim.start",
     "/sim/stop": "sim.stop",
     "/futures/funding-now": "funding.now",
+    "/margin/interest-now": "interest.now",
     "/accounts/reset": "account.reset",
 }
 """The admin audit trail's name of each action (the POST at that path), shared with the
@@ -572,6 +581,7 @@ def routes() -> list[Route]:
         ("POST", "/sim/start", sim_start),
         ("POST", "/sim/stop", sim_stop),
         ("POST", "/futures/funding-now", funding_now),
+        ("POST", "/margin/interest-now", interest_now),
         ("POST", "/accounts/reset", reset_account),
         ("GET", "/admin-log", admin_log),
     ]

@@ -27,6 +27,7 @@ from tradehall.api.requests import (
     AdminFuturesTransferRequest,
     AdminIndexPriceRequest,
     AdminIndexQuery,
+    AdminInterestRequest,
     AdminLogQuery,
     AdminMarginQuery,
     AdminMarginTransferRequest,
@@ -354,6 +355,13 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Settle funding now (time control)",
         dict[str, Any],
         body=AdminFundingRequest,
+        body_required=False,
+    ),
+    ("POST", f"{_A}/margin/interest-now"): _admin(
+        "adminInterestNow",
+        "Charge margin interest now (time control)",
+        dict[str, Any],
+        body=AdminInterestRequest,
         body_required=False,
     ),
     ("POST", f"{_A}/accounts/reset"): _admin(

@@ -35,6 +35,7 @@ from tradehall.api.reading import (
     Units,
 )
 from tradehall.codes import Code
+from tradehall.engine.commands import MAX_INTEREST_HOURS
 from tradehall.engine.futures_model import CLOSE, CROSS, ISOLATED, OPEN
 from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL, TIME_IN_FORCE
 
@@ -459,6 +460,20 @@ class AdminFuturesTransferRequest(RequestSchema, frozen=True):
 
 class AdminUserRequest(RequestSchema, frozen=True):
     user_id: UserIdBody
+
+
+class AdminInterestRequest(RequestSchema, frozen=True):
+    hours: Annotated[
+        Annotated[
+            int,
+            Meta(
+                ge=1,
+                le=MAX_INTEREST_HOURS,
+                description="Hours of interest to charge at once (1 when absent).",
+            ),
+        ],
+        Integer(minimum=1, maximum=MAX_INTEREST_HOURS, default=1),
+    ] = 1
 
 
 class AdminFundingRequest(RequestSchema, frozen=True):

@@ -209,6 +209,10 @@ class AdminClient:
             "/futures/funding-now", {} if contract is None else {"contract": contract}
         )
 
+    def interest_now(self, hours: int = 1) -> Any:
+        """Charge ``hours`` hours of margin interest on every debt now."""
+        return self._post("/margin/interest-now", {"hours": hours})
+
     def reset_account(self, user_id: int) -> Any:
         """Cancel the user's orders, close its positions at the mark, restore its starting
         balances."""

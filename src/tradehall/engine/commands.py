@@ -94,6 +94,19 @@ class AccrueInterest(msgspec.Struct, frozen=True, gc=False):
     ts: int
 
 
+MAX_INTEREST_HOURS = 8_760
+"""The most hours of interest one ``ChargeInterest`` charges (a year)."""
+
+
+class ChargeInterest(msgspec.Struct, frozen=True, gc=False):
+    """From the operator (time control in a sandbox): charge ``hours`` hours of margin
+    interest on every debt now, as that many hourly accruals would; the hourly schedule is
+    unchanged."""
+
+    ts: int
+    hours: int = 1
+
+
 class FuturesPlace(msgspec.Struct, frozen=True, gc=False):
     """A futures order (or, with ``trigger_type``, a conditional order)."""
 
@@ -228,4 +241,5 @@ Command = (
     | FuturesTick
     | SettleFunding
     | ClosePositions
+    | ChargeInterest
 )

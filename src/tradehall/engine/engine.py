@@ -15,10 +15,12 @@ import msgspec
 from tradehall.codes import Code, Reject
 from tradehall.engine import futures_prices, index_sources, liquidation, spot_reference, triggers
 from tradehall.engine.commands import (
+    MAX_INTEREST_HOURS,
     AccrueInterest,
     AdjustPositionMargin,
     CancelBatch,
     CancelOrder,
+    ChargeInterest,
     ClosePositions,
     Command,
     Deposit,
@@ -61,7 +63,7 @@ from tradehall.engine.futures_model import (
     Trigger,
 )
 from tradehall.engine.ledger import Ledger
-from tradehall.engine.margin import MARGIN_ACCOUNT_BASE, Margin, MarginAccount
+from tradehall.engine.margin import HOUR_MS, MARGIN_ACCOUNT_BASE, Margin, MarginAccount
 from tradehall.engine.markets import MarketsSpec
 from tradehall.engine.orders import CANCELED, REJECTED, Order, OrderState
 from tradehall.engine.spot import FEE_ACCOUNT, SpotMarkets
@@ -126,6 +128,7 @@ class Engine:
             MarginTransfer: self._margin_transfer,
             MarginRepay: self._margin_repay,
             AccrueInterest: self._accrue_interest,
+            ChargeInterest: self._charge_interest,
             FuturesPlace: self._futures_place,
             FuturesCancel: self._futures_cancel,
             FuturesCancelAll: self._futures_cancel_all,
@@ -302,6 +305,19 @@ class Engine:
             self.margin.sweep(list(self.markets.margin), cmd.ts)
             self._after_trades(start, cmd.ts)
         return hours
+
+    def _charge_interest(self, cmd: ChargeInterest) -> list[tuple[int, str, str, int]]:
+        if not 1 <= cmd.hours <= MAX_INTEREST_HOURS:
+            raise Reject(Code.BAD_PARAM, f"hours must be between 1 and {MAX_INTEREST_HOURS}")
+        if not self.markets.margin:
+            raise Reject(Code.BAD_SYMBOL, "no margin pairs are configured")
+        charged = self.margin.charge(cmd.hours, cmd.ts // HOUR_MS)
+        if charged:
+            start = len(self.spot.events)
+            self._tell_margin()
+            self.margin.sweep(list(self.markets.margin), cmd.ts)
+            self._after_trades(start, cmd.ts)
+        return [(account.id, account.symbol, asset, amount) for account, asset, amount in charged]
 
     def _cancel(self, cmd: CancelOrder) -> OrderState:
         spot = self.spot

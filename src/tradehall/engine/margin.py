@@ -320,6 +320,14 @@ class Margin:
             return 0
         hours = hour - self.accrued_hour
         self.accrued_hour = hour
+        self.charge(hours, hour)
+        self.events.append(InterestAccrued(hour))
+        return hours
+
+    def charge(self, hours: int, hour: int) -> list[tuple[MarginAccount, str, int]]:
+        """Charge ``hours`` hours of interest on every debt (each hour's charge rounded up,
+        as the hourly accrual does), at hour ``hour``: (account, asset, charged) of each."""
+        charged: list[tuple[MarginAccount, str, int]] = []
         for account in self.accounts.values():
             if not account.debts:
                 continue
@@ -327,14 +335,14 @@ class Margin:
             pair = self.pairs[account.symbol]
             for asset, debt in account.debts.items():
                 rate = spec.base_hourly_rate if asset == pair.base else spec.quote_hourly_rate
-                charge = hours * -(-debt[0] * rate // RATE_SCALE)
-                if charge:
-                    debt[1] += charge
+                amount = hours * -(-debt[0] * rate // RATE_SCALE)
+                if amount:
+                    debt[1] += amount
                     self.events.append(
                         DebtChanged(account.id, asset, debt[0], debt[1], "interest", hour)
                     )
-        self.events.append(InterestAccrued(hour))
-        return hours
+                    charged.append((account, asset, amount))
+        return charged
 
     # ----------------------------------------------------------------- liquidation
 

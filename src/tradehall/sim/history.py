@@ -6,7 +6,7 @@ instead of one bar.
 
 The walk is drawn backwards from the start price: a geometric Brownian motion with the
 path's drift, volatility, jumps and share of the common factor, in real time (a path's
-``speed`` hurries the live walk only), kept within ``BAND`` of the start. Its steps are a
+``speed`` hurries the live walk only), kept within a ``band`` of the start. Its steps are a
 minute long for the newest day, a quarter hour back to 301 hours, four hours before that
 (``TIERS``). Each step's high and low are drawn exactly for a Brownian bridge between its
 open and close, so ranges are a walk's, not invented. Volumes follow the takers' mean flow,
@@ -41,11 +41,14 @@ TIERS: tuple[tuple[int, int], ...] = (
 (six bridges a day) before that. Each tier starts where the next one's steps align."""
 VOLUME_SPREAD = 0.6
 """Standard deviation of a minute's log volume around the flow (an hour's: a fifth of it)."""
-BAND = math.log(20)
-"""The past stays within a factor of 20 of the start price (a walk reflected at the band's
-edges): a year at 60 % volatility rarely comes near it, while a path set far wilder (the
-settings allow 1,000 % a year and thousands of jumps an hour) still draws prices and
-amounts a store keeps."""
+BAND_MIN = math.log(20)
+BAND_MAX = math.log(1_000_000)
+BAND_SIGMAS = 5.0
+"""The past stays within ``band`` of the start price in log terms (a walk reflected at its
+edges): five of the walk's standard deviations over the whole past, at least a factor of 20
+and at most a million. A walk rarely comes near five deviations, so a chart shows no flat
+tops at the edge, while a path set far wilder (the settings allow 1,000 % a year and
+thousands of jumps an hour) still draws prices a store keeps."""
 DAY = parse_interval("1day")
 _BRIDGE_MEAN = math.sqrt(math.pi / 2)
 """1 / E|Z|: scales |Z| to a mean of 1."""
@@ -101,7 +104,8 @@ def walk_back(
     rho = s.correlation if common else 0.0
     own_share, common_share = math.sqrt(1 - rho), math.sqrt(rho)
     close, log_close = start, math.log(start)
-    floor, ceiling = log_close - BAND, log_close + BAND
+    width = band(s, (times[-1][0] + times[-1][1] - times[0][0]) / 1000)
+    floor, ceiling = log_close - width, log_close + width
     steps: list[Step] = []
     for back, (start_ms, length_ms) in enumerate(reversed(times)):
         dt_s = length_ms / 1000
@@ -123,6 +127,13 @@ def walk_back(
         close, log_close = open_, log_open
     steps.reverse()
     return steps
+
+
+def band(settings: PathSettings, seconds: float) -> float:
+    """How far (log) a past of ``seconds`` may stray from its start price."""
+    years = seconds / YEAR_S
+    variance = settings.volatility**2 + settings.jump_rate * YEAR_S / 3600 * settings.jump_size**2
+    return min(BAND_MAX, max(BAND_MIN, BAND_SIGMAS * math.sqrt(variance * years)))
 
 
 def _reflected(log_price: float, floor: float, ceiling: float) -> float:
@@ -177,15 +188,20 @@ def bars_of(
     rng: random.Random,
 ) -> dict[str, list[Bar]]:
     """Every interval's bars (the newest ``keep_for`` of each, oldest first) of ``steps``:
-    prices in the market's ticks, volumes in lots (``lots_per_s`` the takers' mean flow,
-    scaled by each step's activity and drawn around it), ``amount(price, lots)`` the value.
+    prices in the market's ticks, volumes in lots (``lots_per_s`` the takers' mean flow at
+    the start price, the same value at every price, scaled by each step's activity and drawn
+    around it), ``amount(price, lots)`` the value.
     An interval's bars are made of the steps no longer than it, which reach back as far as
     it keeps bars."""
     step_bars: list[Bar] = []
+    start = steps[-1].close if steps else 1.0
     for step in steps:
         spread = VOLUME_SPREAD if step.length_ms <= MINUTE_MS else VOLUME_SPREAD / 5
         noise = math.exp(rng.gauss(-(spread**2) / 2, spread))
-        lots = max(1, round(lots_per_s * step.length_ms / 1000 * step.activity * noise))
+        typical = (step.high + step.low + step.close) / 3
+        # the flow's value is the same at any price: more lots when the price was lower
+        flow = lots_per_s * step.length_ms / 1000 * start / typical
+        lots = max(1, round(flow * step.activity * noise))
         o, c = ticks(step.open), ticks(step.close)
         h = max(o, c, ticks(step.high))
         low = min(o, c, ticks(step.low))

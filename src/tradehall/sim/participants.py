@@ -8,6 +8,7 @@ import logging
 import math
 import random
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from tradehall.codes import Reject
@@ -154,13 +155,45 @@ class Taker(Participant):
     sizes."""
 
     def __init__(
-        self, user: int, name: str, venue: Venue, settings: TakerSettings, lean_bps: float
+        self,
+        user: int,
+        name: str,
+        venue: Venue,
+        settings: TakerSettings,
+        lean_bps: float,
+        quote_per_usd: Decimal = Decimal(1),
     ) -> None:
         super().__init__("taker", user, name, venue)
         self.settings = settings
         self.lean_bps = lean_bps
         """How far (bps) the book's mid must sit from the reference for the taker to lean
         fully (80 %) to the cheap side: the makers' inventory skew then draws flow back."""
+        self.quote_per_usd = quote_per_usd
+        """The market's quote currency per US dollar (the ``pareto`` sizes' conversion)."""
+
+    def size(self, rng: random.Random, ref: int) -> int:
+        """An order's size in lots (spot) or contracts (futures), at least one unit."""
+        s, v = self.settings, self.venue
+        if s.size_model == "uniform":
+            return rng.randint(s.min_size, s.max_size) * v.unit
+        return self._lots(s.value_usd(rng.random()), ref)
+
+    def mean_size(self, ref: int) -> int:
+        """An order's mean size at ``ref`` ticks (funding, a drawn past's volumes)."""
+        s = self.settings
+        if s.size_model == "uniform":
+            return round(s.mean_size() * self.venue.unit)
+        return self._lots(s.mean_usd(), ref)
+
+    def largest_size(self, ref: int) -> int:
+        s = self.settings
+        if s.size_model == "uniform":
+            return s.max_size * self.venue.unit
+        return self._lots(float(s.max_usd), ref)
+
+    def _lots(self, usd: float, ref: int) -> int:
+        notional = Decimal(repr(usd)) * self.quote_per_usd
+        return max(self.venue.unit, self.venue.quantity(notional, ref))
 
     def buy_chance(self, ref: int) -> float:
         """Even odds when the book is centred on the reference; more buying when it sits
@@ -187,7 +220,7 @@ class Taker(Participant):
         s, v = self.settings, self.venue
         for _ in range(self.orders_due(rng, dt_s)):
             side = BUY if rng.random() < self.buy_chance(ref) else SELL
-            qty = rng.randint(s.min_size, s.max_size) * v.unit
+            qty = self.size(rng, ref)
             marketable = rng.random() < s.limit_share
             if v.funds_room(self.user, side, ref) < qty:
                 side = SELL if side == BUY else BUY

@@ -50,7 +50,17 @@ INDEX_EVERY_MS = 1_000
 SIM_FEED = "sim"
 """The name of the simulation's index feed (``SetIndexPrice.feed``)."""
 TAKER_ORDERS_FUNDED = 250
-"""A taker is funded, on each side, for ``funds`` times this many average orders."""
+TAKER_LARGEST_FUNDED = 20
+"""A taker is funded, on each side, for ``funds`` times this many average orders or this
+many of its largest, whichever is more (a power law's few large orders move its holdings
+far more than its many small ones)."""
+
+
+def taker_funded(taker: Taker, ref: int) -> int:
+    """Lots (or contracts) a taker is funded for on each side, before ``funds``."""
+    return max(
+        TAKER_ORDERS_FUNDED * taker.mean_size(ref), TAKER_LARGEST_FUNDED * taker.largest_size(ref)
+    )
 
 
 class SimulationError(Exception):
@@ -241,21 +251,20 @@ class Simulation:
         times = step_times(self.clock(), s.history_days)
         common = common_draws(s.seed, len(times))
         drawn: dict[int, list[Step] | None] = {}
-        taken = 0
+        taken, markets = 0, 0
         for market in fresh:
             steps = self._past(market.path, market.symbol, times, common, drawn)
             if steps is None:
                 continue
             venue = market.venue
-            flow = s.taker.rate * s.taker.mean_size() * venue.unit
+            flow = s.taker.rate * market.taker.mean_size(market.ref)
             rng = random.Random(f"{s.seed}/{market.symbol}/history/volume")
-            taken += self.exchange.seed_bars(
-                market.symbol, bars_of(steps, venue.ticks, flow, venue.amount, rng)
-            )
+            bars = bars_of(steps, venue.ticks, flow, venue.amount, rng)
+            took = self.exchange.seed_bars(market.symbol, bars)
+            taken += took
+            markets += took > 0
         if taken:
-            log.info(
-                "simulation: drew %d days of candles for %d markets", s.history_days, len(fresh)
-            )
+            log.info("simulation: drew %d days of candles for %d markets", s.history_days, markets)
         return taken
 
     def _past(
@@ -293,6 +302,9 @@ class Simulation:
         self._factor = CommonFactor(random.Random(f"{s.seed}/common/path"))
         spot = [symbol for symbol in symbols if symbol in spec.pairs]
         crosses = {symbol: self._cross_legs(symbol, spot) for symbol in spot}
+        for symbol, legs in crosses.items():  # a cross of crosses: its own walk
+            if legs is not None and any(crosses[leg] is not None for leg in legs):
+                crosses[symbol] = None
         # A cross pair's legs first: their paths exist when it is built and step before it.
         for symbol in sorted(spot, key=lambda symbol: crosses[symbol] is not None):
             markets.append(self._spot_market(symbol, paths, ts, crosses[symbol]))
@@ -304,15 +316,16 @@ class Simulation:
     def _cross_legs(self, symbol: str, spot: list[str]) -> tuple[str, str] | None:
         """The two simulated pairs whose ratio is ``symbol``'s reference (ETHUSDT and BTCUSDT
         for ETHBTC), when its path is the common random walk (no path of its own in a
-        [[simulation.market]] table, no replay) and both legs walk too; else None."""
+        [[simulation.market]] table, no replay); its legs follow any path (a replayed leg
+        too). Else None."""
         if symbol in self.settings.overrides or self.settings.path.model != "gbm":
             return None
         pairs = self.exchange.config.markets.pairs
         pair = pairs[symbol]
-        walking = [s for s in spot if s != symbol and s not in self.settings.overrides]
-        for via in sorted({pairs[s].quote for s in walking}):
-            base_leg = [s for s in walking if (pairs[s].base, pairs[s].quote) == (pair.base, via)]
-            quote_leg = [s for s in walking if (pairs[s].base, pairs[s].quote) == (pair.quote, via)]
+        others = [s for s in spot if s != symbol]
+        for via in sorted({pairs[s].quote for s in others}):
+            base_leg = [s for s in others if (pairs[s].base, pairs[s].quote) == (pair.base, via)]
+            quote_leg = [s for s in others if (pairs[s].base, pairs[s].quote) == (pair.quote, via)]
             if base_leg and quote_leg:
                 return base_leg[0], quote_leg[0]
         return None
@@ -382,13 +395,11 @@ class Simulation:
         settings = self._maker_settings(symbol, pair.base, pair.quote, start)
         key = f"{s.seed}/{symbol}/maker"
         maker = Maker(maker_id, maker_name, venue, settings, 0, start=ref, key=key)
-        taker_lots = s.funds * TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
-        taker_lots *= venue.unit
+        taker = self._taker(taker_id, taker_name, venue, settings)
         maker.base_target = self._fund_spot(
             maker_id, maker_name, pair, s.funds * maker.capacity(), ref, ts
         )
-        self._fund_spot(taker_id, taker_name, pair, taker_lots, ref, ts)
-        taker = Taker(taker_id, taker_name, venue, s.taker, settings.spacing_bps)
+        self._fund_spot(taker_id, taker_name, pair, s.funds * taker_funded(taker, ref), ref, ts)
         rng = random.Random(f"{s.seed}/{symbol}/taker")
         model = "cross" if cross is not None else self._path_settings(symbol).model
         return Market(symbol, venue, path, model, rng, maker, taker, ref)
@@ -416,15 +427,22 @@ class Simulation:
         settings = self._maker_settings(c.symbol, c.base, c.quote, start)
         key = f"{s.seed}/{c.symbol}/maker"
         maker = Maker(maker_id, maker_name, venue, settings, 0, start=ref, key=key)
-        taker_contracts = TAKER_ORDERS_FUNDED * (s.taker.min_size + s.taker.max_size) // 2
+        taker = self._taker(taker_id, taker_name, venue, settings)
         for user, name, contracts in (
             (maker_id, maker_name, 2 * maker.capacity()),
-            (taker_id, taker_name, taker_contracts * venue.unit),
+            (taker_id, taker_name, taker_funded(taker, ref)),
         ):
             self._fund_futures(user, name, c.margin_coin, s.funds * contracts * cost, ts)
-        taker = Taker(taker_id, taker_name, venue, s.taker, settings.spacing_bps)
         rng = random.Random(f"{s.seed}/{c.symbol}/taker")
         return Market(c.symbol, venue, path, model, rng, maker, taker, ref)
+
+    def _taker(self, user: int, name: str, venue: Venue, maker: MakerSettings) -> Taker:
+        """The market's taker; its sizes in dollars are converted as the maker's depth is
+        (``depth`` over ``depth_usd``: the market's quote per dollar at the demo prices, or
+        scaled with a depth its table sets)."""
+        assert maker.depth is not None  # resolved by _maker_settings
+        quote_per_usd = maker.depth / maker.depth_usd
+        return Taker(user, name, venue, self.settings.taker, maker.spacing_bps, quote_per_usd)
 
     def _user(self, name: str, ts: int) -> int:
         for user in self.exchange.users.values():

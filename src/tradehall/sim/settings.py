@@ -6,6 +6,7 @@ simulation starts from, times 1.5 (see ``venue.Venue.unit``)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from array import array
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -106,17 +107,49 @@ class MakerSettings:
 class TakerSettings:
     rate: float = 3.0
     """Orders per second per market (Poisson arrivals)."""
+    size_model: str = "pareto"
+    """``pareto``: each order's value drawn in US dollars from a power law (``median_usd``,
+    ``tail``, ``max_usd``), as a real venue's trade sizes are: most small, a few large
+    enough to walk the book. ``uniform``: ``min_size``..``max_size`` units."""
+    median_usd: Decimal = Decimal(150)
+    """Half the orders are worth less than this (``pareto``)."""
+    tail: float = 1.3
+    """The power law's exponent: P(value > x) falls as x ** -tail (``pareto``; the smaller,
+    the more large orders)."""
+    max_usd: Decimal = Decimal(250_000)
+    """The largest order (``pareto``)."""
     min_size: int = 1
     max_size: int = 6
-    """Order sizes, in units, uniform between the two."""
+    """Order sizes, in units, uniform between the two (``uniform``)."""
     limit_share: float = 0.3
     """Share of marketable LIMIT (IOC) orders; the rest are MARKET orders."""
     limit_slippage_bps: float = 20.0
     """How far through the reference a marketable limit order's price goes."""
 
     def mean_size(self) -> float:
-        """An order's mean size, in units."""
+        """An order's mean size, in units (``uniform``)."""
         return (self.min_size + self.max_size) / 2
+
+    def _scale(self) -> float:
+        """The power law's least value: ``median_usd`` is its median below ``max_usd``."""
+        a, top, median = self.tail, float(self.max_usd), float(self.median_usd)
+        # F(median) = 1/2 for the law truncated at top, F(x) = (1 - (m/x)^a) / (1 - (m/top)^a)
+        return median * math.pow(2 - math.pow(median / top, a), -1 / a)
+
+    def value_usd(self, u: float) -> float:
+        """The order value whose share of smaller orders is ``u`` (0..1; ``pareto``)."""
+        a, least = self.tail, self._scale()
+        cut = math.pow(least / float(self.max_usd), a)
+        return least * math.pow(1 - u * (1 - cut), -1 / a)
+
+    def mean_usd(self) -> float:
+        """An order's mean value (``pareto``)."""
+        a, least, top = self.tail, self._scale(), float(self.max_usd)
+        cut = 1 - math.pow(least / top, a)
+        if abs(a - 1) < 1e-9:
+            return least * math.log(top / least) / cut
+        spread = math.pow(least, 1 - a) - math.pow(top, 1 - a)
+        return a * math.pow(least, a) * spread / ((a - 1) * cut)
 
 
 @dataclass(frozen=True, slots=True)

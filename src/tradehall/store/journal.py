@@ -110,6 +110,7 @@ KINDS: tuple[type[Any], ...] = (
     HashMark,
     StateHashed,
     BarsSeeded,
+    c.ChargeInterest,
 )
 """Every entry type, by its number in a record. Append only: a number, once used, keeps its
 meaning (older journals are read by later releases)."""

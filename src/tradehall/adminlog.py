@@ -25,7 +25,8 @@ MAX_AGENT = 80
 _HIDDEN = ("secret", "token", "password")
 _SUMMARY = ("id", "userId", "apiKey", "account", "asset", "amount", "txId", "duplicate",
             "contract", "indexPrice", "feed", "feedPrice", "revoked", "started", "stopped",
-            "running", "cancelledOrders", "closedPositions", "spot", "futures")  # fmt: skip
+            "running", "cancelledOrders", "closedPositions", "spot", "futures", "settled",
+            "hours", "charged")  # fmt: skip
 """The answer fields a success's ``detail`` keeps: what was created or changed."""
 
 

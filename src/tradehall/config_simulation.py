@@ -90,6 +90,9 @@ _TAKER_KEYS = (
     "limit_slippage_bps",
 )
 _SIZE_MODELS = ("pareto", "uniform")
+MAX_ORDER_USD = 10_000_000
+"""The largest ``max_usd``: a taker is funded for 80 of its largest orders, which must stay
+well inside an asset's supply range."""
 _FAULT_KEYS = ("enabled", "seed", "rule")
 _RULE_KEYS = (
     "path",
@@ -170,10 +173,11 @@ def parse_simulation(
         doc.check_keys(values, path, _MARKET_KEYS)
         symbol = table.string("symbol").upper()
         _check_market(table, "symbol", symbol, markets)
-        if symbol in overrides:
+        if symbol in makers:
             raise table.error("symbol", f"{symbol} has two [[simulation.market]] tables")
         rest = {k: v for k, v in values.items() if k in _PATH_KEYS}
-        overrides[symbol] = _path(doc, rest, path, base, source)
+        if rest:  # a table of maker keys only leaves the market on the common path
+            overrides[symbol] = _path(doc, rest, path, base, source)
         makers[symbol] = {k: v for k, v in values.items() if k in _MARKET_MAKER_KEYS}
     maker = _maker(doc, root.values.get("maker", {}), "simulation.maker", MakerSettings())
     per_market = {
@@ -297,6 +301,8 @@ def _taker(doc: _Document, value: object) -> TakerSettings:
     largest = _positive(table, "max_usd", d.max_usd) or d.max_usd
     if largest <= median:
         raise table.error("max_usd", f"must be above median_usd ({_plain(median)})")
+    if largest > MAX_ORDER_USD:
+        raise table.error("max_usd", f"must be at most {MAX_ORDER_USD}, got {_plain(largest)}")
     return TakerSettings(
         rate=_number(table, "rate", d.rate, 0.0, 1_000.0),
         size_model=model,

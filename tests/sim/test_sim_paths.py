@@ -158,6 +158,9 @@ def test_bad_simulation_settings_name_file_line_and_field(tmp_path: Path) -> Non
         "\n[simulation.taker]\nmax_usd = 100\n": (
             "simulation.taker.max_usd: must be above median_usd (150)"
         ),
+        "\n[simulation.taker]\nmax_usd = 1000000000\n": (
+            "simulation.taker.max_usd: must be at most 10000000, got 1000000000"
+        ),
         "\n[simulation.taker]\ntail = 0.1\n": "simulation.taker.tail: must be between 0.5 and 5",
     }.items():
         assert expected in config_error(extra, tmp_path)

@@ -56,6 +56,8 @@ def test_every_simulated_book_is_quoted_deep_and_trades() -> None:
     view = sim.status()
     assert [m["symbol"] for m in view["markets"]] == ["BTCUSDT", "ETHUSDT", "E-BTC-USDT"]
     assert {p["state"] for p in view["participants"]} == {"active"}
+    # takers wait for the makers' first quotes (no MARKET order refused on an empty book)
+    assert [p["rejected"] for p in view["participants"]] == [0] * 6
     ex.store.close()
 
 
@@ -242,14 +244,15 @@ def test_no_past_is_drawn_with_history_days_0_nor_for_a_replayed_market() -> Non
 
 
 def test_a_cross_follows_a_replayed_leg_and_gets_no_past_of_its_own(tmp_path: Path) -> None:
-    """ETHBTC beside a replayed BTCUSDT (and an ETHUSDT table that only sets its depth):
-    still the ratio of its legs, live; no drawn past (one leg's history is its file), while
+    """ETHBTC beside a replayed BTCUSDT (and tables of maker keys only, its own too): still
+    the ratio of its legs, live; no drawn past (one leg's history is its file), while
     the walking leg has one."""
     base = (Path(__file__).resolve().parents[2] / "src/tradehall/default_config.toml").read_text()
     extra = (
         '\n[[simulation.market]]\nsymbol = "BTCUSDT"\nmodel = "replay"\n'
         'replay = "builtin:binance-klines-btcusdt-1m.csv"\n'
         '\n[[simulation.market]]\nsymbol = "ETHUSDT"\ndepth = "1000000"\n'
+        '\n[[simulation.market]]\nsymbol = "ETHBTC"\ndepth = "20"\nspacing_bps = 3\n'
     )
     cfg = parse_config(base + extra, str(tmp_path / "tradehall.toml"))
     settings = replace(cfg.simulation, markets=("ETHBTC", "BTCUSDT", "ETHUSDT"))

@@ -19,6 +19,7 @@ from tradehall.sim.settings import MakerSettings, TakerSettings
 from tradehall.sim.venue import Venue
 
 log = logging.getLogger("tradehall.sim")
+MILLION = Decimal(1_000_000)
 
 ACTIVE = "active"
 OUT_OF_FUNDS = "out of funds"
@@ -176,7 +177,7 @@ class Taker(Participant):
         s, v = self.settings, self.venue
         if s.size_model == "uniform":
             return rng.randint(s.min_size, s.max_size) * v.unit
-        return self._lots(s.value_usd(rng.random()), ref)
+        return self._lots(s.value_usd(rng.random()), ref, rng)
 
     def mean_size(self, ref: int) -> int:
         """An order's mean size at ``ref`` ticks (funding, a drawn past's volumes)."""
@@ -191,9 +192,16 @@ class Taker(Participant):
             return s.max_size * self.venue.unit
         return self._lots(float(s.max_usd), ref)
 
-    def _lots(self, usd: float, ref: int) -> int:
-        notional = Decimal(repr(usd)) * self.quote_per_usd
-        return max(self.venue.unit, self.venue.quantity(notional, ref))
+    def _lots(self, usd: float, ref: int, rng: random.Random | None = None) -> int:
+        """``usd`` in lots at ``ref``, at least a unit: rounded down, or with ``rng`` up or
+        down at random in proportion (so that whole contracts worth 30 dollars keep the law's
+        mean and median instead of losing up to a contract an order)."""
+        per_million = self.venue.quantity(MILLION * self.quote_per_usd, ref)
+        exact = usd * per_million / 1_000_000
+        lots = int(exact)
+        if rng is not None and rng.random() < exact - lots:
+            lots += 1
+        return max(self.venue.unit, lots)
 
     def buy_chance(self, ref: int) -> float:
         """Even odds when the book is centred on the reference; more buying when it sits
@@ -234,7 +242,7 @@ class Taker(Participant):
                 slip = s.limit_slippage_bps / 10_000
                 limit = max(1, round(ref * (1 + slip if side == BUY else 1 - slip)))
             try:
-                v.take(self.user, side, qty, limit, ts)
-                self.counters.orders += 1
+                if v.take(self.user, side, qty, limit, ts):
+                    self.counters.orders += 1
             except Reject as exc:
                 self._rejected(exc)

@@ -199,7 +199,7 @@ class SimulationSettings:
     """Symbols (spot pairs and contracts) to simulate; empty: every one configured."""
     path: PathSettings = PathSettings()
     overrides: dict[str, PathSettings] = field(default_factory=dict)
-    """Per-market path settings (``[[simulation.market]]``)."""
+    """Per-market path settings (a ``[[simulation.market]]`` table that sets a path key)."""
     maker: MakerSettings = MakerSettings()
     makers: dict[str, MakerSettings] = field(default_factory=dict)
     """Per-market maker settings (``[[simulation.market]]``); a market not listed: ``maker``."""

@@ -59,7 +59,10 @@ class Venue(Protocol):
 
     def quote(self, user: int, quotes: list[Quote], ts: int) -> int: ...
 
-    def take(self, user: int, side: str, qty: int, limit: int, ts: int) -> None: ...
+    def take(self, user: int, side: str, qty: int, limit: int, ts: int) -> bool:
+        """Send a taker's order; False (nothing sent) when a MARKET order sized by value
+        finds no price on the side it would take (an empty book before the makers quote)."""
+        ...
 
 
 def _mid(book: OrderBook) -> int:
@@ -131,19 +134,20 @@ class SpotVenue:
         self.exchange.apply(PlaceBatch(ts, user, self.symbol, orders))
         return len(orders)
 
-    def take(self, user: int, side: str, qty: int, limit: int, ts: int) -> None:
+    def take(self, user: int, side: str, qty: int, limit: int, ts: int) -> bool:
         """A MARKET order (``limit`` 0) or a marketable IOC LIMIT order of ``qty`` lots."""
         if limit:
             cmd = PlaceOrder(ts, user, self.symbol, side, LIMIT, limit, qty, tif=IOC)
         elif side == BUY:
-            book = self.exchange.engine.spot.books[self.symbol]
-            best = book.asks.best()
-            price = best.price if best is not None else 0
-            spend = self.pair.quote_amount(price, qty)
+            best = self.exchange.engine.spot.books[self.symbol].asks.best()
+            if best is None:
+                return False
+            spend = self.pair.quote_amount(best.price, qty)
             cmd = PlaceOrder(ts, user, self.symbol, side, MARKET, quote_qty=spend)
         else:
             cmd = PlaceOrder(ts, user, self.symbol, side, MARKET, qty=qty)
         self.exchange.apply(cmd)
+        return True
 
 
 class FuturesVenue:
@@ -227,7 +231,7 @@ class FuturesVenue:
             )
         return len(quotes)
 
-    def take(self, user: int, side: str, qty: int, limit: int, ts: int) -> None:
+    def take(self, user: int, side: str, qty: int, limit: int, ts: int) -> bool:
         action = self._action(user, side, qty)
         if limit:
             cmd = FuturesPlace(ts, user, self.symbol, side, action, LIMIT, limit, qty, tif=IOC)
@@ -236,7 +240,9 @@ class FuturesVenue:
         else:
             book = self.fx.books[self.symbol]
             best = book.asks.best() if side == BUY else book.bids.best()
-            price = best.price if best is not None else 1
-            money = self.contract.money(qty, price)
+            if best is None:
+                return False
+            money = self.contract.money(qty, best.price)
             cmd = FuturesPlace(ts, user, self.symbol, side, action, MARKET, money=money, tif=GTC)
         self.exchange.apply(cmd)
+        return True

@@ -150,6 +150,17 @@ def test_a_long_ordinary_past_does_not_meet_its_band() -> None:
         assert all(bottom * 1.01 < bar.low and bar.high < top / 1.01 for bar in series)
 
 
+def test_jumps_arrive_at_their_rate_in_long_steps_too() -> None:
+    """Two jumps an hour of 1 %: a four-hour step moves by eight of them on average (its log
+    variance 8 x 0.0001), not by at most one."""
+    path = PathSettings(volatility=0.0, jump_rate=2.0, jump_size=0.01)
+    times = step_times(NOW, 365)
+    steps = walk_back(path, 30_000.0, times, random.Random(3), [])
+    moves = [math.log(s.close / s.open) for s in steps if s.length_ms == 4 * 3_600_000]
+    variance = sum(m * m for m in moves) / len(moves)
+    assert variance == pytest.approx(8 * 0.0001, rel=0.15)
+
+
 def test_the_same_seed_draws_the_same_past_and_another_seed_another() -> None:
     assert drawn(seed=5)[1] == drawn(seed=5)[1]
     assert drawn(seed=5)[1]["1min"] != drawn(seed=6)[1]["1min"]

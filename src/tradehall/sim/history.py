@@ -115,8 +115,10 @@ def walk_back(
         if rho > 0:
             shock = common_share * common[back] + own_share * shock
         log_move = (s.drift - s.volatility**2 / 2) * t + math.sqrt(variance) * shock
-        if s.jump_rate > 0 and rng.random() < s.jump_rate * dt_s / 3600:
-            log_move += rng.gauss(0.0, s.jump_size)
+        if s.jump_rate > 0:
+            jumps = _arrivals(rng, s.jump_rate * dt_s / 3600)
+            if jumps:
+                log_move += rng.gauss(0.0, s.jump_size * math.sqrt(jumps))
         log_open = _reflected(log_close - log_move, floor, ceiling)
         high, low = _bridge_extremes(log_open, log_close, variance, rng)
         high, low = min(high, ceiling), max(low, floor)
@@ -134,6 +136,18 @@ def band(settings: PathSettings, seconds: float) -> float:
     years = seconds / YEAR_S
     variance = settings.volatility**2 + settings.jump_rate * YEAR_S / 3600 * settings.jump_size**2
     return min(BAND_MAX, max(BAND_MIN, BAND_SIGMAS * math.sqrt(variance * years)))
+
+
+def _arrivals(rng: random.Random, mean: float) -> int:
+    """A Poisson count of ``mean`` (Knuth's method; its normal approximation from 30 on,
+    where a four-hour step at thousands of jumps an hour would take too long)."""
+    if mean >= 30:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, count, p = math.exp(-mean), 0, rng.random()
+    while p > limit:
+        count += 1
+        p *= rng.random()
+    return count
 
 
 def _reflected(log_price: float, floor: float, ceiling: float) -> float:

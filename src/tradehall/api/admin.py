@@ -478,7 +478,10 @@ async def sim_status(call: Call) -> Any:
 
 
 async def sim_start(call: Call) -> Any:
-    started = _simulation(call).start()
+    simulation = _simulation(call)
+    started = simulation.start()
+    if started and (error := await simulation.set_up()):
+        raise ApiError(Code.INTERNAL, f"the simulation stopped as it started: {error}", status=500)
     return {"started": started, **sim_view(call)}
 
 

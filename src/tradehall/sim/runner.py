@@ -49,6 +49,8 @@ USD_PRICES = {"BTC": 30_000.0, "ETH": 2_000.0, "USDT": 1.0, "USD": 1.0, "USDC": 
 INDEX_EVERY_MS = 1_000
 SIM_FEED = "sim"
 """The name of the simulation's index feed (``SetIndexPrice.feed``)."""
+SET_UP_WAIT_S = 30.0
+"""How long ``sim start`` waits for the markets to be built before it answers."""
 TAKER_ORDERS_FUNDED = 250
 TAKER_LARGEST_FUNDED = 20
 """A taker is funded, on each side, for ``funds`` times this many average orders or this
@@ -107,6 +109,7 @@ class Simulation:
         self.error = ""
         self.started_at: int | None = None
         self._task: asyncio.Task[None] | None = None
+        self._set_up = asyncio.Event()
         self._last_index = 0
         self._factor: CommonFactor | None = None
         """The draw every random walk shares at each step (built with the markets)."""
@@ -126,8 +129,16 @@ class Simulation:
         if self.running:
             return False
         self.error = ""
+        self._set_up = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
         return True
+
+    async def set_up(self, timeout_s: float = SET_UP_WAIT_S) -> str:
+        """Wait until a started simulation has built its markets (or failed doing so: its
+        participants are funded then, which can fail); the error, or empty."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._set_up.wait(), timeout_s)
+        return self.error
 
     async def stop(self, *, withdraw_quotes: bool = False) -> bool:
         """Stop the task; with ``withdraw_quotes`` also cancel every resting order of the
@@ -185,6 +196,7 @@ class Simulation:
             self.started_at = self.clock()
             self._began = time.monotonic()
             self.busy_s = 0.0
+            self._set_up.set()
             log.info("simulation running on %d markets", len(self.markets))
             interval = self.settings.tick_ms / 1000
             while True:
@@ -199,6 +211,8 @@ class Simulation:
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             log.exception("simulation stopped")
+        finally:
+            self._set_up.set()
 
     async def tick(self) -> None:
         """One step: move the references, then let every participant act; durable on

@@ -80,7 +80,7 @@ def test_uniform_sizes_are_whole_units_between_the_bounds() -> None:
 
 
 def test_a_taker_is_funded_for_its_largest_orders_and_keeps_trading() -> None:
-    ex, sim = simulate(SETTINGS, 2_000)
+    ex, sim = simulate(SETTINGS, 400)
     btc = next(m for m in sim.markets if m.symbol == "BTCUSDT")
     pair = ex.config.markets.pairs["BTCUSDT"]
     usdt = ops.funded(ex, btc.taker.user, funding_tx(btc.taker.name, "USDT"))

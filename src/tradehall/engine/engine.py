@@ -300,10 +300,7 @@ class Engine:
     def _accrue_interest(self, cmd: AccrueInterest) -> int:
         hours = self.margin.accrue(cmd.ts)
         if hours:
-            start = len(self.spot.events)
-            self._tell_margin()
-            self.margin.sweep(list(self.markets.margin), cmd.ts)
-            self._after_trades(start, cmd.ts)
+            self._after_interest(cmd.ts)
         return hours
 
     def _charge_interest(self, cmd: ChargeInterest) -> list[tuple[int, str, str, int]]:
@@ -313,11 +310,15 @@ class Engine:
             raise Reject(Code.BAD_SYMBOL, "no margin pairs are configured")
         charged = self.margin.charge(cmd.hours, cmd.ts // HOUR_MS)
         if charged:
-            start = len(self.spot.events)
-            self._tell_margin()
-            self.margin.sweep(list(self.markets.margin), cmd.ts)
-            self._after_trades(start, cmd.ts)
+            self._after_interest(cmd.ts)
         return [(account.id, account.symbol, asset, amount) for account, asset, amount in charged]
+
+    def _after_interest(self, ts: int) -> None:
+        """Debts grew: tell the margin books, then liquidate what the risk now calls for."""
+        start = len(self.spot.events)
+        self._tell_margin()
+        self.margin.sweep(list(self.markets.margin), ts)
+        self._after_trades(start, ts)
 
     def _cancel(self, cmd: CancelOrder) -> OrderState:
         spot = self.spot

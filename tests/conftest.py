@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,19 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         yield chosen
     finally:
         chosen.drop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a collection where two tests share an id: pytest-xdist keys tests by id and
+    would run one of them and drop the rest without a word (pytest 9.2 builds an id from the
+    function's name and its parametrization only; a plugin that names its items otherwise,
+    as schemathesis' did for one test over many operations, gave all of them one id)."""
+    shared = [nodeid for nodeid, count in Counter(i.nodeid for i in items).items() if count > 1]
+    if shared:
+        raise pytest.UsageError(
+            f"{len(shared)} test ids are shared by several tests (one test function per"
+            f" generated test, or a parametrization, gives each its own), e.g. {shared[0]}"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,17 +197,44 @@ def hall(tmp_path: Path) -> Iterator[Hall]:
         exchange.store.close()
 
 
-@schema.parametrize()
-@settings(
-    max_examples=MAX_EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
-def test_generated_requests(case: schemathesis.Case[Any], hall: Hall) -> None:
-    response = case.call(session=hall.http, auth=hall.signer, base_url=BASE_URL)
-    case.validate_response(response, checks=CHECKS)
+def _operation_test(method: str, path: str) -> Any:
+    """Schemathesis' generated requests for one operation, as a test function of its own:
+    one function over every operation would give all of them one test id under pytest 9.2
+    (and pytest-xdist runs one test per id)."""
+
+    @schema.include(method=method, path=path).parametrize()
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def test(case: schemathesis.Case[Any], hall: Hall) -> None:
+        response = case.call(session=hall.http, auth=hall.signer, base_url=BASE_URL)
+        case.validate_response(response, checks=CHECKS)
+
+    return test
+
+
+OPERATIONS = [
+    (method.upper(), path)
+    for path, item in json.loads(DOCUMENT)["paths"].items()
+    for method in item
+    if method in ("get", "post", "put", "patch", "delete")
+]
+for _method, _path in OPERATIONS:
+    _name = "_".join(
+        ["test_generated_requests", _method.lower(), *re.findall(r"[0-9a-zA-Z]+", _path)]
+    )
+    assert _name not in globals(), f"two operations make the test name {_name}"
+    globals()[_name] = _operation_test(_method, _path)
+
+
+def test_every_operation_of_the_document_has_its_generated_requests() -> None:
+    assert len(OPERATIONS) > 100
+    names = {name for name in globals() if name.startswith("test_generated_requests_")}
+    assert len(names) == len(OPERATIONS)
 
 
 def test_document_is_the_one_served(hall: Hall) -> None:

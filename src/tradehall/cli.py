@@ -146,6 +146,14 @@ def _decimal_text(value: str | None) -> str | None:
     return value
 
 
+def _not_empty(value: str | None) -> str | None:
+    """An option whose absence widens the action (every contract, the whole index) refuses an
+    empty value: that is an unset shell variable, not a wish for the wider action."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("must not be empty (leave the option out instead)")
+    return value
+
+
 SPOT_MARGIN_FUTURES = ("spot", "margin", "futures")
 
 
@@ -1118,7 +1126,8 @@ def index_price(
         str | None,
         typer.Option(
             help="A named feed (e.g. a feeder of other venues' prices): the price is one"
-            " source among the index's, not the index itself."
+            " source among the index's, not the index itself.",
+            callback=_not_empty,
         ),
     ] = None,
     data_dir: DataDirOpt = None,
@@ -1162,7 +1171,10 @@ def index_sources(
 @funding_app.command("now")
 def funding_now(
     contract: Annotated[
-        str | None, typer.Option(help="The contract, e.g. E-BTC-USDT [default: every one]")
+        str | None,
+        typer.Option(
+            help="The contract, e.g. E-BTC-USDT [default: every one]", callback=_not_empty
+        ),
     ] = None,
     data_dir: DataDirOpt = None,
     config: ConfigOpt = None,

@@ -781,13 +781,19 @@ def ensure_demo(ex: Exchange, ts: int) -> dict[str, Any]:
             extra = fund_up_to(ex, user.id, asset, share, f"demo-futures-{asset}", ts)
             if extra:
                 ex.apply(FuturesTransfer(ts, user.id, asset, extra, True))
-    key = next(
+    # The oldest key that still trades from anywhere: the one made at the first start, as
+    # long as it is not revoked (not whichever of the demo user's keys sorts first).
+    key = min(
         (
             k.row
             for k in ex.keys.values()
-            if k.row.user_id == user.id and k.row.revoked is None and not k.row.read_only
+            if k.row.user_id == user.id
+            and k.row.revoked is None
+            and not k.row.read_only
+            and not k.row.ips
         ),
-        None,
+        key=lambda row: (row.created, row.api_key),
+        default=None,
     )
     if key is None:
         key = ex.create_key(user.id, False, [], ts)

@@ -622,6 +622,10 @@ def test_usage_errors_are_json_too_with_exit_status_2(data_dir: Path) -> None:
         ("transfer", "--user", "1", "--asset", "USDT", "--amount", "1", "--from", "spot",
          "--to", "fütures"),
         ("index-price", "--contract", "E-BTC-USDT", "--price", "0x10"),
+        # An empty value where leaving the option out widens the action (an unset variable
+        # must not settle every contract, or set the whole index instead of one feed).
+        ("funding", "now", "--contract", ""),
+        ("index-price", "--contract", "E-BTC-USDT", "--price", "30100", "--feed", " "),
     ):  # fmt: skip
         error = json_error(inline(data_dir, *args, "--json"), 2)
         assert error["code"] == -1102 and args[-2] in error["msg"], (args, error)

@@ -137,10 +137,23 @@ def test_demo_announcement_and_json_errors(server_factory: Any, tmp_path: Path) 
     token = (data / "admin.token").read_text().strip()
     with AdminClient(server.url, token) as admin:
         assert admin.status()["writable"] is True
+        # Keys the operator makes for the demo user, one of them sorting before the demo's.
+        before = None
+        for _ in range(64):
+            made = admin.create_key(1)["apiKey"]
+            if made < server.demo["apiKey"]:
+                before = made
+                break
+        assert before is not None
 
     assert server.stop() == 0
     assert server.proc.stdout is not None and server.proc.stdout.read() == ""
     assert not (data / "server.json").exists()
+
+    # A later start with --demo prints the same key again, not another key of the user.
+    again = server_factory(data, "--demo", "--no-sim")
+    assert again.demo == server.demo
+    assert again.stop() == 0
 
 
 def test_human_banner_and_clean_stop(tmp_path: Path) -> None:

@@ -1650,6 +1650,8 @@ def _with_store(
             raise CliError(f"{exc}: stop the server first") from None
         except StoreRefused as exc:
             raise CliError(str(exc), int(Code.UNSUPPORTED)) from None
+        except dump.ExportFileError as exc:
+            raise CliError(str(exc), int(Code.BAD_PARAM)) from None
         except StoreError as exc:
             raise CliError(str(exc), -1001) from None
         except OSError as exc:
@@ -1870,7 +1872,9 @@ def db_import(
         try:
             f = open(source, encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
-            raise CliError(f"cannot read {source}: {exc.strerror or exc}") from None
+            raise CliError(
+                f"cannot read {source}: {exc.strerror or exc}", int(Code.BAD_PARAM)
+            ) from None
         with f:
             _check_sealing_key(f, datadir)
             f.seek(0)
@@ -2028,7 +2032,9 @@ def _answer(path: Path) -> object:
     try:
         text = path.read_text("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise CliError(
+            f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}", int(Code.BAD_PARAM)
+        ) from None
     return market_import.parse_answer(text, str(path))
 
 

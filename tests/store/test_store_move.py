@@ -104,6 +104,20 @@ def test_a_damaged_export_imports_nothing(backend: Backend, tmp_path: Path) -> N
     )
     result = cli("db", "import", "--in", str(altered), *into)
     assert result.exit_code == 1 and "export file line" in result.output
+    # The file is the operator's mistake, not a failed store: -1102 (a script reading -1001
+    # would think the store broken), for a cut, altered, binary or missing file alike.
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xef\x00\xff" * 100)
+    for bad, problem in (
+        (truncated, "truncated"),
+        (altered, "export file line"),
+        (binary, "not UTF-8"),
+        (tmp_path / "missing.jsonl", "cannot read"),
+    ):
+        result = cli("db", "import", "--in", str(bad), *into, "--json")
+        assert result.exit_code == 1, result.output
+        error = json.loads(result.stdout)
+        assert error["code"] == -1102 and problem in error["msg"], error
     for table in ("users", "orders", "ledger", "klines"):
         assert backend.query(target, f"SELECT COUNT(*) FROM {table}") == [(0,)]
 

@@ -21,6 +21,12 @@ from typing import Any, TextIO
 from tradehall.store.base import StoreError
 from tradehall.store.schema import TABLES, Table
 
+
+class ExportFileError(StoreError):
+    """The file given to an import is not a whole export of this schema: the caller's file,
+    not the store, is at fault (the command line answers -1102, not a store failure)."""
+
+
 FORMAT = "tradehall-export"
 INT64 = (-(2**63), 2**63 - 1)
 
@@ -64,17 +70,21 @@ class Reader:
         self.version: int = version
         self.counts: dict[str, int] = {}
 
-    def _error(self, problem: str) -> StoreError:
-        return StoreError(f"export file line {self._number}: {problem}")
+    def _error(self, problem: str) -> ExportFileError:
+        return ExportFileError(f"export file line {self._number}: {problem}")
 
     def _next(self) -> Any:
-        for number, text in self._lines:
-            self._number = number
-            if text.strip():
-                try:
-                    return json.loads(text)
-                except ValueError as exc:
-                    raise self._error(f"not JSON ({exc})") from None
+        try:
+            for number, text in self._lines:
+                self._number = number
+                if text.strip():
+                    try:
+                        return json.loads(text)
+                    except ValueError as exc:
+                        raise self._error(f"not JSON ({exc})") from None
+        except UnicodeDecodeError:
+            self._number += 1
+            raise self._error("not UTF-8 text") from None
         return None
 
     def _next_object(self) -> dict[str, Any] | None:

@@ -1992,7 +1992,11 @@ def markets_import(
     """Write a configuration with a family venue's pairs and contracts (docs/operations.md)."""
     try:
         if symbols is None and contracts is None:
-            raise CliError("give --symbols, --contracts or both", int(Code.BAD_PARAM))
+            raise CliError(
+                "give --symbols (the venue's /sapi/v1/symbols answer; a configuration needs a"
+                " spot pair), and --contracts for its futures",
+                int(Code.BAD_PARAM),
+            )
         try:
             listed = market_import.symbol_list(_answer(symbols)) if symbols else None
             offered = market_import.contract_list(_answer(contracts)) if contracts else None

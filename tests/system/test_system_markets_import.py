@@ -165,6 +165,18 @@ def refused(tmp_path: Path, symbols: Any, contracts: Any = None) -> dict[str, An
     return error
 
 
+def test_without_files_it_says_what_to_give(tmp_path: Path) -> None:
+    error = refused(tmp_path, None)
+    assert "--symbols" in error["msg"] and "--contracts for its futures" in error["msg"]
+    missing = tmp_path / "nowhere.json"
+    result = CliRunner().invoke(app, ["markets", "import", "--json", "--symbols", str(missing)])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.output) == {
+        "code": -1102,
+        "msg": f"cannot read {missing}: No such file or directory",
+    }
+
+
 PAIR = {
     "symbol": "btcusdt",
     "baseAsset": "BTC",

@@ -88,7 +88,7 @@ def test_serve_demo_is_a_living_market_that_survives_kill_9(
     assert bought["orderId"]
 
     status = cli(data, "sim", "status", process=True)
-    assert status["running"] is True and status["seed"] == 1
+    assert status["running"] is True and status["seed"] == 1 and status["server"] is True
     names = {p["name"] for p in status["participants"]}
     assert {f"sim-maker-{s}" for s in (*SPOT, *CONTRACTS)} <= names
     assert status["faults"] == {"enabled": False}

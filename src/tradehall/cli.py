@@ -313,7 +313,10 @@ def _offline(cfg: Config, datadir: DataDir, *, existing: bool = False) -> Iterat
             finally:
                 store.close()
     except DataDirBusy as exc:
-        raise CliError(f"{exc} (a server may be starting or not answering)") from None
+        raise CliError(
+            f"{exc} (a server may be starting or not answering; or an engine follows as a"
+            " standby on this folder: operator commands go to the leader's machine)"
+        ) from None
     except SecretKeyError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:

@@ -923,6 +923,16 @@ def test_a_standby_that_fell_behind_catches_up_before_it_leads(venue: Venue) -> 
     scenario = "standby behind"
     leader, _ = venue.leader()
     standby = venue.other(leader)
+    # An operator command on the standby's machine writes nothing and says where to go.
+    refused = subprocess.run(
+        tradehall_command(
+            "user", "create", "--data-dir", str(standby.data_dir), "--database",
+            standby.database, "--json",
+        ),
+        capture_output=True, text=True, timeout=30, env=venue.env,
+    )  # fmt: skip
+    assert refused.returncode == 1, refused.stdout
+    assert "standby" in json.loads(refused.stdout)["msg"] and "leader" in refused.stdout
     venue.write("b")
     venue.wait_acks([0] * WRITERS, 1, scenario)
     os.kill(standby.pid, signal.SIGSTOP)

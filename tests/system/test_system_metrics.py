@@ -97,11 +97,26 @@ def test_gateway_workers_and_the_engine_serve_their_metrics(
     client = Client(gateway.url, engine.demo["apiKey"], engine.demo["secret"], timeout=15)
     for i in range(4):
         client.create_order("BTCUSDT", "BUY", "LIMIT", "0.01", str(20000 + i))
+    reads = 5
+    with Client(gateway.url, timeout=15) as public:
+        for _ in range(reads):
+            assert public.depth("BTCUSDT", 5)["bids"][0][0] == "20003.00"
     after = [scrape(url) for url in workers]
     engine_after = scrape(engine.url + "/metrics", token)
 
     # The kernel spreads connections over the workers: together they answered all four.
     assert sum(a.get(order, 0) - b.get(order, 0) for a, b in zip(after, before, strict=True)) == 4
+    # Every public read is looked up in the worker's read cache: the first of a worker's is a
+    # miss (the orders changed the book), later ones hits; together they count every read.
+    lookups = {
+        result: sum(
+            a.get(f"tradehall_read_cache_lookups_total[('result', '{result}')]", 0)
+            - b.get(f"tradehall_read_cache_lookups_total[('result', '{result}')]", 0)
+            for a, b in zip(after, before, strict=True)
+        )
+        for result in ("hit", "miss")
+    }
+    assert lookups["miss"] >= 1 and lookups["hit"] + lookups["miss"] == reads, lookups
     for samples in after:
         assert "tradehall_nats_round_trip_seconds_count[]" in samples
         assert "tradehall_websocket_connections[]" in samples

@@ -50,8 +50,8 @@ class GatewayCollector(Collector):
             "Public reads looked up in the read cache, by result (hit, miss).",
             labels=["result"],
         )
-        for result in ("hit", "miss"):
-            family.add_metric([result], reads.get(result + "s", 0))
+        for result, count in (("hit", "hits"), ("miss", "misses")):
+            family.add_metric([result], reads.get(count, 0))
         yield family
 
 

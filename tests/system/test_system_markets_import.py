@@ -209,7 +209,7 @@ def as_json(value: Any) -> str:
 @pytest.mark.parametrize(
     ("symbols", "contracts", "named"),
     [
-        (None, None, "--symbols, --contracts or both"),
+        (None, None, "give --symbols"),
         (None, [CONTRACT], "symbols: a tradehall configuration needs at least one spot pair"),
         ("not json", None, "not JSON"),
         ({"symbols": []}, None, "symbols: lists no pair"),

@@ -46,7 +46,10 @@ from playwright.sync_api import (
     expect,
 )
 
-TIMEOUT_MS = 10_000
+TIMEOUT_MS = 15_000
+"""For every action and every ``expect`` (whose own default is 5 s): the suite runs beside
+another worker, and a page's signed round trips can take seconds on a loaded machine."""
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @dataclass

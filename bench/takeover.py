@@ -115,6 +115,10 @@ WRITER_PRICE = f"{(MID_TICKS - BAND - 100) / 100:.2f}"
 """The writers' BUY IOC limit: below every bid of the built book, so it never trades."""
 
 
+LEAD_IN_WAIT_S = 20.0
+"""How long a takeover waits, after its lead-in, for the writer's first acknowledged placement."""
+
+
 @dataclass(frozen=True)
 class TakeoverSpec:
     sizes: tuple[int, ...] = (0, 100_000, 1_000_000)
@@ -518,9 +522,14 @@ def one_takeover(
     tag = f"{kind[0]}{number}"
     with writing(spec, cluster.gateway_url, keys, tag) as writer:
         time.sleep(spec.lead_in)
-        if not any(a.outcome == "ok" for a in writer.attempts):
-            sample = writer.attempts[:3]
-            raise RuntimeError(f"no placement acknowledged before the kill: {sample}")
+        # On a loaded machine the writer may not have had an answer yet: wait for one (the
+        # takeover is timed from the kill, so a longer lead-in changes no figure).
+        deadline = time.monotonic() + LEAD_IN_WAIT_S
+        while not any(a.outcome == "ok" for a in writer.attempts):
+            if time.monotonic() > deadline:
+                sample = writer.attempts[:3]
+                raise RuntimeError(f"no placement acknowledged before the kill: {sample}")
+            time.sleep(0.05)
         if kind == "frozen":
             kill_at, reaped_at = time.time(), None
             os.kill(leader.pid, signal.SIGSTOP)

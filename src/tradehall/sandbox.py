@@ -28,8 +28,8 @@ from tradehall.units import format_units, format_units_trimmed, to_units
 
 def funding_now(ex: Exchange, contract: str | None, ts: int) -> dict[str, Any]:
     """Settle funding at once on ``contract`` (or every contract with a mark price)."""
-    symbol = ""
-    if contract:
+    symbol = ""  # every contract (SettleFunding's own word for it)
+    if contract is not None:  # an empty name is an unknown contract, never every one
         symbol = ops.contract_view(ops._contract(ex, contract))["symbol"]
     if not ex.config.markets.contracts:
         raise Reject(Code.BAD_SYMBOL, "no futures contracts are configured")

@@ -107,6 +107,23 @@ def test_set_index_price(env: Env) -> None:
     assert info.value.code == -1111
 
 
+def test_an_empty_scope_is_refused_not_widened(env: Env) -> None:
+    """Optional names whose absence widens an action that cannot be undone (every contract's
+    funding, the whole index instead of one feed): an empty one is refused, not taken as
+    absent, as the family's other empty optional fields are (an unset variable in a script)."""
+    before = env.admin.index_sources("E-BTC-USDT")
+    for path, body in (
+        ("/futures/funding-now", {"contract": ""}),
+        ("/futures/funding-now", {"contract": " "}),
+        ("/futures/index-price", {"contract": "E-BTC-USDT", "price": "30100", "feed": ""}),
+    ):
+        refused(env.admin.request("POST", ADMIN + path, body=body), -1102)
+    with pytest.raises(ApiError) as info:
+        env.admin.set_index_price("E-BTC-USDT", "30100", feed="")
+    assert info.value.code == -1102
+    assert env.admin.index_sources("E-BTC-USDT") == before
+
+
 def test_markets_list_contracts_as_the_cli_does(env: Env) -> None:
     markets = env.admin.markets()
     assert markets == ops.markets(env.exchange)

@@ -57,12 +57,14 @@ class Text(Rule):
 @dataclass(frozen=True, slots=True)
 class GivenText(Rule):
     """Text as sent: an empty string stays empty (what reads it refuses it) rather than
-    counting as absent, as the admin API's offline CLI counterparts do."""
+    counting as absent, as the admin API's offline CLI counterparts do. ``empty=False``
+    refuses an empty (or blank) one here: for a name whose absence widens the action."""
 
     required: bool = False
+    empty: bool = True
 
     def reader(self, name: str) -> Reader:
-        required = self.required
+        required, empty = self.required, self.empty
 
         def read(params: Params, given: dict[str, Any]) -> str | None:
             value = params.data.get(name)
@@ -72,6 +74,8 @@ class GivenText(Rule):
                 return None
             if not isinstance(value, str):
                 raise params.malformed(name, "must be a string")
+            if not empty and not value.strip():
+                raise params.malformed(name, "must not be empty (leave it out instead)")
             return value
 
         return read

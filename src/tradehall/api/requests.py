@@ -482,11 +482,12 @@ class AdminFundingRequest(RequestSchema, frozen=True):
             str,
             Meta(
                 pattern=r"^[A-Za-z0-9-]{1,64}$",
-                description="One contract; every contract with a mark price when absent.",
+                description="One contract; every contract with a mark price when absent"
+                " (an empty one is refused: it must not widen to every contract).",
             ),
         ]
         | UnsetType,
-        Text(),
+        GivenText(empty=False),
     ] = UNSET
 
 
@@ -511,12 +512,13 @@ class AdminIndexPriceRequest(RequestSchema, frozen=True):
                 pattern=r"^[a-z0-9][a-z0-9_.-]{0,31}$",
                 description="A named feed: the price is one source among the index's"
                 " (weighed, smoothed, left out when stale or far from the others). Without"
-                " it, the price is the index at once (the operator's override).",
+                " it, the price is the index at once (the operator's override); an empty one"
+                " is refused, not taken as absent.",
                 examples=["binance"],
             ),
         ]
         | UnsetType,
-        Text(),
+        GivenText(empty=False),
     ] = UNSET
 
 

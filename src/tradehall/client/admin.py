@@ -152,7 +152,7 @@ class AdminClient:
         """POST /admin/v1/futures/index-price: the operator's index price of a contract (the
         index at once), or with ``feed`` one price of that named feed."""
         body: dict[str, Any] = {"contract": contract, "price": price}
-        if feed:
+        if feed is not None:
             body["feed"] = feed
         return self._post("/futures/index-price", body)
 

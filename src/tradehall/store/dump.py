@@ -83,8 +83,10 @@ class Reader:
                     except ValueError as exc:
                         raise self._error(f"not JSON ({exc})") from None
         except UnicodeDecodeError:
-            self._number += 1
-            raise self._error("not UTF-8 text") from None
+            # Text is decoded in blocks: the bad byte is somewhere after the last line read.
+            raise ExportFileError(
+                f"export file after line {self._number}: not UTF-8 text"
+            ) from None
         return None
 
     def _next_object(self) -> dict[str, Any] | None:

@@ -1983,8 +1983,12 @@ def _options(
 @markets_app.command("import")
 def markets_import(
     symbols: Annotated[
-        Path | None, typer.Option("--symbols", help="The venue's GET /sapi/v1/symbols answer.")
-    ] = None,
+        Path,
+        typer.Option(
+            "--symbols",
+            help="The venue's GET /sapi/v1/symbols answer (a configuration needs a spot pair).",
+        ),
+    ],
     contracts: Annotated[
         Path | None,
         typer.Option("--contracts", help="The venue's GET /fapi/v1/contracts answer."),
@@ -1996,14 +2000,8 @@ def markets_import(
 ) -> None:
     """Write a configuration with a family venue's pairs and contracts (docs/operations.md)."""
     try:
-        if symbols is None and contracts is None:
-            raise CliError(
-                "give --symbols (the venue's /sapi/v1/symbols answer; a configuration needs a"
-                " spot pair), and --contracts for its futures",
-                int(Code.BAD_PARAM),
-            )
         try:
-            listed = market_import.symbol_list(_answer(symbols)) if symbols else None
+            listed = market_import.symbol_list(_answer(symbols))
             offered = market_import.contract_list(_answer(contracts)) if contracts else None
             imported = market_import.import_markets(listed, offered)
         except market_import.ImportRefused as exc:

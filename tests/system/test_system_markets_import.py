@@ -16,6 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from cli_support import tradehall_inline
 from support import TEST_SECRET_BOX, Env, FakeClock, tradehall_command
 from tradehall.api.app import create_app
 from tradehall.cli import app
@@ -166,8 +167,14 @@ def refused(tmp_path: Path, symbols: Any, contracts: Any = None) -> dict[str, An
 
 
 def test_without_files_it_says_what_to_give(tmp_path: Path) -> None:
-    error = refused(tmp_path, None)
-    assert "--symbols" in error["msg"] and "--contracts for its futures" in error["msg"]
+    """``--symbols`` is required (a configuration needs a spot pair): without it, a usage
+    error, exit status 2 as for any missing option, and under --json one ``{code, msg}``."""
+    for given in ((), ("--contracts", str(tmp_path / "contracts.json"))):
+        out = tmp_path / "never.toml"
+        proc = tradehall_inline("markets", "import", "--json", "--out", str(out), *given)
+        assert proc.returncode == 2, proc
+        assert json.loads(proc.stdout) == {"code": -1102, "msg": "Missing option '--symbols'."}
+        assert not out.exists()
     missing = tmp_path / "nowhere.json"
     result = CliRunner().invoke(app, ["markets", "import", "--json", "--symbols", str(missing)])
     assert result.exit_code == 1, result.output
@@ -209,8 +216,6 @@ def as_json(value: Any) -> str:
 @pytest.mark.parametrize(
     ("symbols", "contracts", "named"),
     [
-        (None, None, "give --symbols"),
-        (None, [CONTRACT], "symbols: a tradehall configuration needs at least one spot pair"),
         ("not json", None, "not JSON"),
         ({"symbols": []}, None, "symbols: lists no pair"),
         ({"data": []}, None, "symbols: must be the /sapi/v1/symbols answer"),

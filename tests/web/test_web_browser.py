@@ -274,7 +274,7 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     p.click("#deposit-form button")
     expect(p.locator("#deposit-summary")).to_contain_text("Deposit 90000000000 USDT to user 1 (")
     p.click("#deposit-no")
-    expect(p.locator("#action-message")).to_have_text("Deposit cancelled: nothing was deposited")
+    expect(p.locator("#deposit-message")).to_have_text("Deposit cancelled: nothing was deposited")
     expect(p.locator("#deposit-confirm")).to_be_hidden()
     p.fill("#deposit-asset", "eth")
     p.fill("#deposit-amount", "2.5")
@@ -283,7 +283,10 @@ def test_operator_view_with_the_token(venue: Venue, page: Watched) -> None:
     with venue.admin() as admin:  # asked, not done
         assert {b["asset"]: b["free"] for b in admin.balances(1)["balances"]} == before
     p.click("#deposit-yes")
-    expect(p.locator("#action-message")).to_contain_text("Deposited 2.5 ETH to user 1")
+    expect(p.locator("#deposit-message")).to_contain_text("Deposited 2.5 ETH to user 1")
+    # The result is beside the form, and the amount is cleared: no second deposit by a
+    # repeated click of an operator who did not see the first one's answer.
+    assert p.locator("#deposit-message").is_visible() and p.input_value("#deposit-amount") == ""
     with venue.admin() as admin:
         after = {b["asset"]: b["free"] for b in admin.balances(1)["balances"]}
     assert float(after["ETH"]) == float(before["ETH"]) + 2.5
@@ -315,13 +318,13 @@ def test_a_slow_revoke_confirmation_still_revokes(venue: Venue, page: Watched) -
     button = p.locator(f"#keys tr[data-api-key='{spare}'] button")
     button.click()
     expect(button).to_have_text("Confirm revoke")
-    expect(p.locator("#action-message")).to_contain_text('Click "Confirm revoke" within 30 s')
+    expect(p.locator("#keys-message")).to_contain_text('Click "Confirm revoke" within 30 s')
     reloads = len(key_list_loads(page))
     while len(key_list_loads(page)) < reloads + 2:
         p.wait_for_timeout(200)
     expect(button).to_have_text("Confirm revoke")
     button.click()
-    expect(p.locator("#action-message")).to_contain_text("revoked")
+    expect(p.locator("#keys-message")).to_contain_text("revoked")
     with venue.admin() as admin:
         keys = admin.request("GET", "/admin/v1/keys").json()["keys"]
     assert next(k for k in keys if k["apiKey"] == spare)["revoked"] is not None
@@ -337,7 +340,7 @@ def test_an_unconfirmed_revoke_expires_and_says_so(venue: Venue, page: Watched) 
     button.click()
     expect(button).to_have_text("Confirm revoke")
     p.clock.fast_forward(31_000)
-    expect(p.locator("#action-message")).to_contain_text(
+    expect(p.locator("#keys-message")).to_contain_text(
         "not confirmed within 30 s: the key is still live"
     )
     expect(button).to_have_text("Revoke")
@@ -593,7 +596,7 @@ def test_operator_view_lists_the_admin_actions(venue: Venue, page: Watched) -> N
     p.fill("#deposit-amount", "7")
     p.click("#deposit-form button")
     p.click("#deposit-yes")  # a deposit is confirmed in a second step
-    expect(p.locator("#action-message")).to_contain_text("Deposited 7 USDT")
+    expect(p.locator("#deposit-message")).to_contain_text("Deposited 7 USDT")
     latest = p.locator("#admin-log tbody tr").first
     expect(latest).to_contain_text("operator-page")
     expect(latest).to_contain_text("deposit")
@@ -615,4 +618,136 @@ def test_operator_view_shows_each_index_source(venue: Venue, page: Watched) -> N
     feed = rows.filter(has_text="E-ETH-USDT").filter(has_text="pagefeed")
     expect(feed).to_have_count(1, timeout=10_000)
     expect(feed).to_contain_text("2000.00")  # sampled at the next second's index tick
+    assert page.errors == []
+
+
+def trader_of_their_own(venue: Venue, name: str) -> dict[str, Any]:
+    """A new user with USDT to spend and a key (its ``apiKey`` and ``secret``)."""
+    with venue.admin() as admin:
+        user = admin.create_user(name)["id"]
+        admin.deposit(user, "USDT", "100000", tx_id=f"{name}-usdt")
+        key: dict[str, Any] = admin.create_key(user)
+    return key
+
+
+def signed_in(tab: Page, venue: Venue, key: dict[str, Any]) -> None:
+    tab.goto(venue.url + "/?market=BTCUSDT")
+    tab.wait_for_selector("body[data-ready=true]")
+    sign_in(tab, key["apiKey"], key["secret"])
+    tab.wait_for_selector("body[data-account-stream=live]")
+
+
+def test_many_open_orders_and_quick_orders_stay_within_the_rate_limits(
+    venue: Venue, page: Watched
+) -> None:
+    """The spot order history is one read (`GET /sapi/v3/historyOrders`), not a `GET /order`
+    per order (20 per 2 s a key): with 25 open orders, three orders placed in a row from the
+    form drew 429s and then got the trader's address banned (418)."""
+    key = trader_of_their_own(venue, "busy")
+    p = page.page
+    with Client(venue.url, key["apiKey"], key["secret"]) as bot:
+        resting = [
+            bot.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.01", price=f"{20000 + i}")[
+                "orderId"
+            ]
+            for i in range(25)
+        ]
+        try:
+            signed_in(p, venue, key)
+            for price in ("19000", "19001", "19002"):
+                p.check("input[name=side][value=BUY]")
+                p.check("input[name=type][value=LIMIT]")
+                p.fill("#order-price", price)
+                p.fill("#order-volume", "0.01")
+                p.click("#order-submit")
+                expect(p.locator("#order-message")).to_contain_text("placed")
+            expect(p.locator("#open-orders tbody tr")).to_have_count(28)
+            # The bot's orders too: the history is the account's, not this page's.
+            history = p.locator("#order-history tbody tr")
+            expect(history).to_have_count(28)
+            expect(history.first).to_contain_text("19002.00")
+            p.wait_for_timeout(2500)
+        finally:
+            ids = [o["orderId"] for o in bot.open_orders("BTCUSDT")]
+            for start in range(0, len(ids), 10):
+                bot.batch_cancel("BTCUSDT", ids[start : start + 10])
+    assert len(ids) == 28 and set(resting) <= set(ids)
+    assert not [r for r in page.requests if "/sapi/v1/order?" in r]  # no GET /order
+    assert page.errors == []
+
+
+def test_a_revoked_key_signs_the_page_out(venue: Venue, page: Watched) -> None:
+    """It kept polling with the refused key, filling the operator's error list (~3 refusals
+    a second)."""
+    key = trader_of_their_own(venue, "revoked")
+    p = page.page
+    signed_in(p, venue, key)
+    with venue.admin() as admin:
+        admin.revoke_key(key["apiKey"])
+    expect(p.locator("#signin-message")).to_contain_text(
+        "Signed out: the server no longer accepts this API key", timeout=20_000
+    )
+    expect(p.locator("#signin-message")).to_contain_text("code -2015")
+    expect(p.locator("#account")).to_be_hidden()
+    signed = sum(key["apiKey"] in r for r in page.requests)
+    p.wait_for_timeout(3000)
+    assert sum(key["apiKey"] in r for r in page.requests) == signed
+
+
+def test_two_tabs_with_one_key_never_sign_with_one_timestamp(venue: Venue, page: Watched) -> None:
+    """Tabs take their timestamps from one shared worker: two tabs signed in with the same key
+    answered the same push with the same requests in the same millisecond, and the server
+    refused the second as a replay (-1022)."""
+    key = trader_of_their_own(venue, "two-tabs")
+    first = page.page
+    second = first.context.new_page()
+    stamps: list[str] = []
+    errors: list[str] = []
+    for tab in (first, second):
+        tab.on(
+            "request", lambda r: stamps.extend(v for k, v in r.headers.items() if k == "x-ch-ts")
+        )
+        tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        signed_in(tab, venue, key)
+    with Client(venue.url, key["apiKey"], key["secret"]) as bot:
+        for i in range(8):
+            oid = bot.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.01", price=f"{21000 + i}")[
+                "orderId"
+            ]
+            time.sleep(0.3)
+            bot.cancel_order("BTCUSDT", oid)
+            time.sleep(0.9)
+    first.wait_for_timeout(1500)
+    assert len(stamps) > 30, stamps
+    assert len(set(stamps)) == len(stamps), sorted(stamps)
+    assert errors == [] and page.errors == []
+
+
+def test_one_far_order_does_not_squeeze_the_depth_chart(venue: Venue, page: Watched) -> None:
+    """The chart is centred on the mid and as wide as the nearer side reaches: one bid at a
+    thirtieth of the price drew every visitor's book as a sliver at one edge."""
+    p = page.page
+    p.goto(venue.url + "/?market=BTCUSDT")
+    p.wait_for_selector("body[data-ready=true]")
+    with venue.trader() as trader:
+        oid = trader.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.02", price="1001")["orderId"]
+        try:
+            expect(p.locator("#bids tr.level td:first-child", has_text="1001.00")).to_have_count(1)
+            low, high = map(float, str(p.get_attribute("#depth-chart", "data-range")).split())
+            assert 29_000 < low < high < 31_000, (low, high)
+        finally:
+            trader.cancel_order("BTCUSDT", oid)
+    assert page.errors == []
+
+
+def test_the_address_names_the_market_shown(venue: Venue, page: Watched) -> None:
+    p = page.page
+    p.goto(venue.url + "/?market=e-btc-usdt")  # any case
+    p.wait_for_selector("body[data-ready=true]")
+    expect(p.locator("#market-title")).to_have_text("E-BTC-USDT perpetual")
+    p.click("#markets tr[data-symbol=BTCUSDT]")
+    expect(p).to_have_url(re.compile(r"/\?market=BTCUSDT$"))
+    p.reload()
+    p.wait_for_selector("body[data-ready=true]")
+    expect(p.locator("#market-title")).to_have_text("BTC/USDT")
     assert page.errors == []

@@ -180,11 +180,11 @@ function askRevoke(apiKey) {
   const short = `${apiKey.slice(0, 12)}…`;
   const timer = setTimeout(() => {
     state.pendingRevoke = null;
-    showMessage($('#action-message'), `Revoke of key ${short} not confirmed within ${CONFIRM_MS / 1000} s: the key is still live. Click "Revoke" again to revoke it.`, 'error');
+    showMessage($('#keys-message'), `Revoke of key ${short} not confirmed within ${CONFIRM_MS / 1000} s: the key is still live. Click "Revoke" again to revoke it.`, 'error');
     showKeysAgain();
   }, CONFIRM_MS);
   state.pendingRevoke = { apiKey, timer };
-  showMessage($('#action-message'), `Click "Confirm revoke" within ${CONFIRM_MS / 1000} s to revoke key ${short}`, 'info');
+  showMessage($('#keys-message'), `Click "Confirm revoke" within ${CONFIRM_MS / 1000} s to revoke key ${short}`, 'info');
   showKeysAgain();
 }
 
@@ -198,9 +198,9 @@ async function revoke(apiKey) {
   if (button) button.disabled = true;
   try {
     await state.admin.request('POST', '/keys/revoke', { apiKey });
-    showMessage($('#action-message'), `Key ${apiKey.slice(0, 12)}… revoked`, 'ok');
+    showMessage($('#keys-message'), `Key ${apiKey.slice(0, 12)}… revoked`, 'ok');
   } catch (err) {
-    showMessage($('#action-message'), `Revoke failed: ${describeError(err)}`, 'error');
+    showMessage($('#keys-message'), `Revoke failed: ${describeError(err)}`, 'error');
   }
   showKeysAgain();
   refreshAll();
@@ -241,7 +241,7 @@ $('#deposit-form').addEventListener('submit', (event) => {
   state.pendingDeposit = deposit;
   $('#deposit-summary').textContent = `Deposit ${deposit.amount} ${deposit.asset} to user ${deposit.userId}${name ? ` (${name})` : ' (not among the users listed)'}?`;
   $('#deposit-confirm').hidden = false;
-  showMessage($('#action-message'), '');
+  showMessage($('#deposit-message'), '');
 });
 
 // Editing the form withdraws the question: only what was shown can be confirmed.
@@ -249,7 +249,7 @@ $('#deposit-form').addEventListener('input', hideDeposit);
 
 $('#deposit-no').addEventListener('click', () => {
   hideDeposit();
-  showMessage($('#action-message'), 'Deposit cancelled: nothing was deposited', 'info');
+  showMessage($('#deposit-message'), 'Deposit cancelled: nothing was deposited', 'info');
 });
 
 $('#deposit-yes').addEventListener('click', async () => {
@@ -261,11 +261,12 @@ $('#deposit-yes').addEventListener('click', async () => {
   button.disabled = true;
   try {
     const done = await state.admin.request('POST', '/deposit', body);
-    showMessage($('#action-message'), `Deposited ${done.amount} ${done.asset} to user ${done.userId} (tx ${done.txId}); free now ${done.free}`, 'ok');
+    showMessage($('#deposit-message'), `Deposited ${done.amount} ${done.asset} to user ${done.userId} (tx ${done.txId}); free now ${done.free}`, 'ok');
+    $('#deposit-amount').value = ''; // another deposit is typed, not one click away
     selectUser(done.userId);
     refreshAll();
   } catch (err) {
-    showMessage($('#action-message'), `Deposit refused: ${describeError(err)}`, 'error');
+    showMessage($('#deposit-message'), `Deposit refused: ${describeError(err)}`, 'error');
   } finally {
     button.disabled = false;
   }
@@ -295,6 +296,8 @@ function close() {
   stopAll();
   forgetRevoke();
   hideDeposit();
+  showMessage($('#deposit-message'), '');
+  showMessage($('#keys-message'), '');
   state.admin = null;
   state.keys = null;
   state.keysShown = '';

@@ -87,6 +87,55 @@ function hex(buffer) {
   return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
+// Timestamps from the shared worker (timestamps.js), so that tabs signed in with one key never
+// sign with the same one. Where shared workers are missing or do not answer within
+// SHARED_CLOCK_WAIT_MS, each tab keeps its own increasing counter (as within one tab anyway).
+const SHARED_CLOCK_WAIT_MS = 500;
+
+function openSharedClock() {
+  if (!('SharedWorker' in globalThis)) return null;
+  let worker;
+  try {
+    worker = new SharedWorker('/web/js/timestamps.js', { name: 'tradehall-timestamps' });
+  } catch {
+    return null;
+  }
+  const waiting = new Map();
+  let nextId = 0;
+  let broken = false;
+  const giveUp = () => {
+    broken = true;
+    for (const resolve of waiting.values()) resolve(null);
+    waiting.clear();
+  };
+  worker.addEventListener('error', giveUp);
+  worker.port.onmessage = ({ data }) => {
+    const resolve = waiting.get(data.id);
+    waiting.delete(data.id);
+    if (resolve) resolve(data.ts);
+  };
+  worker.port.start();
+  return (wanted) => {
+    if (broken) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      const id = ++nextId;
+      waiting.set(id, resolve);
+      setTimeout(() => {
+        if (waiting.delete(id)) giveUp();
+        resolve(null);
+      }, SHARED_CLOCK_WAIT_MS);
+      worker.port.postMessage({ id, wanted });
+    });
+  };
+}
+
+let sharedClock;
+
+async function sharedTimestamp(wanted) {
+  if (sharedClock === undefined) sharedClock = openSharedClock();
+  return sharedClock ? sharedClock(wanted) : null;
+}
+
 export class Session {
   // Only the API key and a non-extractable CryptoKey are kept, in memory: the secret text is
   // not stored anywhere and never sent.
@@ -112,10 +161,14 @@ export class Session {
     return session;
   }
 
-  timestamp() {
-    // Strictly increasing: the server accepts each signature once.
-    const ts = Math.max(Date.now() + this.clockOffset, this.lastTs + 1);
-    this.lastTs = ts;
+  async timestamp() {
+    // Strictly increasing, in this tab and across the tabs of this origin (sharedTimestamp):
+    // the server accepts each signature once.
+    const wanted = Math.max(Date.now() + this.clockOffset, this.lastTs + 1);
+    this.lastTs = wanted;
+    const shared = await sharedTimestamp(wanted);
+    const ts = Math.max(shared ?? wanted, wanted);
+    this.lastTs = Math.max(this.lastTs, ts);
     return ts;
   }
 
@@ -124,7 +177,7 @@ export class Session {
     const query = method === 'GET' ? queryOf(params) : '';
     const body = method === 'GET' ? '' : JSON.stringify(params);
     const requestPath = query ? `${path}?${query}` : path;
-    const ts = String(this.timestamp());
+    const ts = String(await this.timestamp());
     const signature = await crypto.subtle.sign(
       'HMAC', this.cryptoKey, encoder.encode(ts + method + requestPath + body),
     );
@@ -143,7 +196,7 @@ export class Session {
 
   // The first message of a private stream (docs/websocket.md, "Private streams").
   async streamHello(path) {
-    const ts = String(this.timestamp());
+    const ts = String(await this.timestamp());
     const message = encoder.encode(`${ts}GET${path}`);
     const signature = await crypto.subtle.sign('HMAC', this.cryptoKey, message);
     return { event: 'sub', params: { apiKey: this.apiKey, ts, sign: hex(signature) } };
@@ -175,6 +228,10 @@ export class Session {
       ? this.spot('GET', '/order', { symbol: m.symbol, orderId })
       : this.futures('GET', '/order', { contractName: m.symbol, orderId });
   }
+
+  // The spot account's orders on the pair, open and ended, newest first (docs/api.md, v3).
+  spotOrderHistory = (m, limit = 30) =>
+    this.call('/spot/open', 'GET', '/sapi/v3/historyOrders', { symbol: m.symbol, limit });
 
   futuresOrderHistory = (m, limit = 30) =>
     this.futures('POST', '/orderHistorical', { contractName: m.symbol, limit });

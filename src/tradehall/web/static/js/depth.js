@@ -20,8 +20,16 @@ export function drawDepth(canvas, depth) {
   const ctx = canvas.getContext('2d');
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
   ctx.clearRect(0, 0, width, height);
-  const bids = cumulative(depth.bids);
-  const asks = cumulative(depth.asks);
+  let bids = cumulative(depth.bids);
+  let asks = cumulative(depth.asks);
+  if (bids.length && asks.length) {
+    // Symmetric about the mid, as far as the nearer side's last level reaches: one order far
+    // from the touch (anyone's dust order) must not squeeze everyone's book into a corner.
+    const mid = (bids[0][0] + asks[0][0]) / 2;
+    const reach = Math.min(mid - bids[bids.length - 1][0], asks[asks.length - 1][0] - mid) * (1 + 1e-9);
+    bids = bids.filter(([p]) => mid - p <= reach);
+    asks = asks.filter(([p]) => p - mid <= reach);
+  }
   ctx.fillStyle = '#8a93a6';
   ctx.font = '11px system-ui, sans-serif';
   if (bids.length === 0 && asks.length === 0) {
@@ -35,6 +43,7 @@ export function drawDepth(canvas, depth) {
     low -= 1;
     high += 1;
   }
+  canvas.dataset.range = `${low} ${high}`;
   const top = Math.max(...[...bids, ...asks].map(([, q]) => q)) * 1.1;
   const pad = 18;
   const x = (p) => ((p - low) / (high - low)) * (width - 2) + 1;

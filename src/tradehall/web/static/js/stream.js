@@ -78,7 +78,8 @@ export class Stream {
       this.setLive(true);
     } else if (message.event_rep === 'error') {
       this.answer(message.cb_id, null);
-      this.onError(new Error(`${message.msg} (code ${message.code})`));
+      // describeError adds the code, as for a REST refusal.
+      this.onError(Object.assign(new Error(String(message.msg)), { code: Number(message.code) || 0 }));
     } else if (message.event_rep === 'rep' && this.requests.has(message.cb_id)) {
       this.answer(message.cb_id, message.data);
     } else if (message.tick && this.channels.has(message.channel)) {

@@ -15,6 +15,9 @@ const STREAM_INTERVALS = {
 const BOOK_LEVELS = 20;
 const TRADES = 30;
 const ACCOUNT_SAFETY_POLL_MS = 10000;
+// Private pushes refresh the account panels at most this often (a busy key pushes many a
+// second, and every refresh is a handful of signed requests against the key's rate limits).
+const ACCOUNT_PUSH_REFRESH_MS = 1000;
 const STREAMS_WORK = 'WebSocket' in globalThis && 'DecompressionStream' in globalThis;
 
 const state = {
@@ -24,7 +27,6 @@ const state = {
   interval: '1min',
   freshChart: true,
   session: null,
-  sessionOrders: new Map(), // spot order ids placed or seen this session -> last known order
   stops: { market: [], account: [] },
   streams: { spot: null, futures: null }, // market data
   privateStreams: [],
@@ -94,7 +96,7 @@ async function loadMarkets() {
   const [symbols, contracts] = await Promise.all([market.symbols(), market.contracts()]);
   state.markets = [
     ...symbols.map((s) => ({
-      kind: 'spot', symbol: s.symbol, label: `${s.baseAsset}/${s.quoteAsset}`,
+      kind: 'spot', symbol: s.symbol, label: `${s.baseAsset}/${s.quoteAsset}`, quote: s.quoteAsset,
       pricePrecision: s.pricePrecision, quantityPrecision: s.quantityPrecision,
     })),
     ...contracts.map((c) => ({
@@ -143,7 +145,7 @@ function renderMarkets() {
   }));
   const t = state.selected && state.tickers.get(state.selected.symbol);
   $('#market-stats').textContent = t
-    ? `last ${t.last}  24h ${t.rose}%  high ${t.high}  low ${t.low}  vol ${t.vol}`
+    ? `last ${t.last}  24h ${Number(t.rose) > 0 ? '+' : ''}${t.rose}%  high ${t.high}  low ${t.low}  vol ${t.vol}`
     : '';
 }
 
@@ -176,7 +178,10 @@ function renderBook(depth) {
   $('#spread').textContent = bestAsk !== null && bestBid !== null
     ? `spread ${(bestAsk - bestBid).toFixed(state.selected.pricePrecision)}`
     : '';
-  drawDepth($('#depth-chart'), { bids: depth.bids, asks: depth.asks });
+  // The levels the book shows (a stream's book is deeper): one far order must not set the scale.
+  drawDepth($('#depth-chart'), {
+    bids: depth.bids.slice(0, BOOK_LEVELS), asks: depth.asks.slice(0, BOOK_LEVELS),
+  });
 }
 
 // Trades from a snapshot or a push (newest first) join the list; one already shown (the
@@ -223,6 +228,8 @@ function reportMarketError(err) {
 
 function select(m) {
   state.selected = m;
+  // The address names the market shown, so a reload or a shared link opens it again.
+  history.replaceState(null, '', `?market=${encodeURIComponent(m.symbol)}`);
   state.freshChart = true;
   candles.applyOptions({
     priceFormat: { type: 'price', precision: m.pricePrecision, minMove: 10 ** -m.pricePrecision },
@@ -324,7 +331,6 @@ function renderIntervals() {
 function renderOpenOrders(orders) {
   const m = state.selected;
   fillRows($('#open-orders tbody'), orders.map((o) => {
-    if (m.kind === 'spot') state.sessionOrders.set(String(o.orderId), o);
     const cancel = el('button', {
       type: 'button', class: 'small', dataset: { orderId: o.orderId },
       onclick: async (event) => {
@@ -395,30 +401,18 @@ function renderBalances(account, futures) {
   }), 'no open positions');
 }
 
-async function spotHistory(m) {
-  // The spot API lists open orders only: the orders placed or seen open in this session are
-  // followed with GET /order until they end.
-  const ids = [...state.sessionOrders.keys()].slice(-20);
-  const orders = await Promise.all(ids.map(async (id) => {
-    const known = state.sessionOrders.get(id);
-    if (known.symbol !== m.symbol) return null;
-    if (['FILLED', 'CANCELED', 'REJECTED'].includes(known.status)) return known;
-    const fresh = await state.session.order(m, id);
-    state.sessionOrders.set(id, fresh);
-    return fresh;
-  }));
-  return orders.filter(Boolean).reverse();
-}
-
 function renderHistory(m, orders) {
   const spot = m.kind === 'spot';
   const statusNames = ['INIT', 'NEW', 'FILLED', 'PARTIALLY_FILLED', 'CANCELED', 'PENDING_CANCEL', 'EXPIRED'];
   const typeNames = ['', 'LIMIT', 'MARKET', 'IOC', 'FOK', 'POST_ONLY'];
+  // A spot MARKET order has no price, and a MARKET BUY's quantity is the quote it spends.
+  const spotQty = (o) => (o.type === 'MARKET' && o.side === 'BUY' ? `${o.origQty} ${m.quote}` : o.origQty);
   fillRows($('#order-history tbody'), orders.map((o) => (spot
-    ? row(String(o.orderId), o.side, o.type, num(o.price), num(o.origQty), num(o.executedQty), o.status)
+    ? row(String(o.orderId), o.side, o.type, num(o.type === 'MARKET' ? 'market' : o.price), num(spotQty(o)),
+      num(o.executedQty), o.status)
     : row(String(o.orderId), `${o.side} ${o.openOrClose}`, typeNames[o.type] || String(o.type), num(o.price),
       num(o.volume), num(o.dealVolume), statusNames[o.status] || String(o.status)))),
-  spot ? 'no orders in this session yet' : 'no orders');
+  'no orders');
 }
 
 function renderMyTrades(trades) {
@@ -429,6 +423,13 @@ function renderMyTrades(trades) {
 }
 
 function reportAccountError(err) {
+  if (err.code === -2015 && state.session) {
+    // The key was revoked (or deleted) while signed in: every further request would be
+    // refused too, so the page signs out instead of polling on.
+    setSession(null);
+    showMessage($('#signin-message'), `Signed out: the server no longer accepts this API key (${describeError(err)})`, 'error');
+    return;
+  }
   showMessage($('#account-message'), `Account: ${describeError(err)}`, 'error');
 }
 
@@ -444,7 +445,7 @@ function watchAccount() {
       reportAccountError, accountEvery(1000)),
     watch(() => Promise.all([s.account(), s.futuresAccount()]),
       ([a, f]) => renderBalances(a, f), reportAccountError, accountEvery(2000)),
-    watch(() => (m.kind === 'spot' ? spotHistory(m) : s.futuresOrderHistory(m)),
+    watch(() => (m.kind === 'spot' ? s.spotOrderHistory(m) : s.futuresOrderHistory(m)),
       (orders) => renderHistory(m, orders), reportAccountError, accountEvery(2000)),
     watch(() => s.myTrades(m), renderMyTrades, reportAccountError, accountEvery(2000)),
   );
@@ -471,17 +472,19 @@ function openPrivateStreams(session) {
 
 function onAccountEvent(message) {
   if (!String(message.channel).startsWith('user_')) return;
-  if (message.channel === 'user_order' && message.accountType === 'spot') {
-    state.sessionOrders.set(String(message.tick.orderId), message.tick);
-  }
-  // One push per change, several per order: the panels are loaded once per burst.
-  clearTimeout(state.accountTimer);
-  state.accountTimer = setTimeout(refreshAccount, 50);
+  // One push per change, several per order: the panels are loaded once per burst, and at
+  // most once per ACCOUNT_PUSH_REFRESH_MS however busy the key is.
+  if (state.accountTimer) return;
+  const wait = Math.max(50, (state.accountRefreshed ?? 0) + ACCOUNT_PUSH_REFRESH_MS - Date.now());
+  state.accountTimer = setTimeout(() => {
+    state.accountTimer = null;
+    state.accountRefreshed = Date.now();
+    refreshAccount();
+  }, wait);
 }
 
 function setSession(session) {
   state.session = session;
-  state.sessionOrders.clear();
   openPrivateStreams(session);
   $('#signin').hidden = Boolean(session);
   $('#signed-in').hidden = !session;
@@ -536,7 +539,6 @@ $('#order-form').addEventListener('submit', async (event) => {
   button.disabled = true;
   try {
     const placed = await state.session.placeOrder(m, order);
-    if (m.kind === 'spot') state.sessionOrders.set(String(placed.orderId), placed);
     showMessage($('#order-message'), `Order ${placed.orderId} placed${placed.status ? ` (${placed.status})` : ''}`, 'ok');
     refreshAccount();
   } catch (err) {
@@ -582,8 +584,8 @@ async function start() {
     return;
   }
   openMarketStreams();
-  const wanted = new URLSearchParams(location.search).get('market');
-  select(state.markets.find((m) => m.symbol === wanted) || state.markets[0]);
+  const wanted = (new URLSearchParams(location.search).get('market') || '').toUpperCase();
+  select(state.markets.find((m) => m.symbol.toUpperCase() === wanted) || state.markets[0]);
   const allStreamed = () => state.markets.every((m) => marketLive(m));
   watch(loadTickers, renderMarkets, reportMarketError, 3000, allStreamed);
   document.body.dataset.ready = 'true';

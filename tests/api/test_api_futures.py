@@ -675,7 +675,8 @@ def test_market_open_is_sized_by_value(env: Env) -> None:
     assert detail["type"] == "MARKET"
     assert position_of(ok(get(taker, "/account")))["volume"] == 50
     refused(order(taker, "BUY", "OPEN", "10.123456789", kind="MARKET"), -1111)
-    refused(order(taker, "BUY", "OPEN", "1", kind="MARKET"), -1136)  # below 5 USDT
+    below = refused(order(taker, "BUY", "OPEN", "1", kind="MARKET"), -1136)
+    assert below == "order value below the minimum 5 USDT"
     # MARKET CLOSE is in contracts: whole numbers only.
     refused(order(taker, "SELL", "CLOSE", "1.5", kind="MARKET"), -1111)
     refused(order(taker, "SELL", "CLOSE", 51, kind="MARKET"), -2017)

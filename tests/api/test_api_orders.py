@@ -766,6 +766,22 @@ INVALID: list[tuple[str, dict[str, Any], int]] = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"volume": "0.000009", "price": "1000000"}, "quantity below the minimum 0.00001 BTC"),
+        ({"volume": "0.0001", "price": "30000"}, "order value below the minimum 5 USDT"),
+        ({"type": "MARKET", "volume": "4.99"}, "order value below the minimum 5 USDT"),
+    ],
+)
+def test_a_refusal_below_the_minimum_names_it(
+    alice: Client, overrides: dict[str, Any], message: str
+) -> None:
+    """``/symbols`` (the seed's shape) does not carry the pair's minimums: the refusal does."""
+    answer = post(alice, "/order", _body(overrides))
+    assert answer.json() == {"code": -1136, "msg": message}
+
+
 def _body(overrides: dict[str, Any]) -> dict[str, Any]:
     merged = {**BASE, **overrides}
     return {k: v for k, v in merged.items() if v is not None}

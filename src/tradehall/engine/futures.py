@@ -19,7 +19,7 @@ from tradehall.codes import Code, Reject
 from tradehall.engine import price_band
 from tradehall.engine.book import OrderBook
 from tradehall.engine.commands import FuturesPlace
-from tradehall.engine.contracts import MAX_PRICE, RATE_ONE, ContractSpec
+from tradehall.engine.contracts import MAX_PRICE, MONEY_DECIMALS, RATE_ONE, ContractSpec
 from tradehall.engine.events import Event, Trade, TradeExecuted
 from tradehall.engine.futures_model import (
     BY_LIQUIDATION,
@@ -364,7 +364,7 @@ class Futures:
             self._check_volume(contract, cmd.volume, contract.max_limit_volume)
             money = contract.money(cmd.volume, cmd.price)
             if money < contract.min_money:
-                raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+                raise Reject(Code.BELOW_MINIMUM, _below_min_money(contract))
             if money > contract.max_limit_money:
                 raise Reject(Code.BAD_PARAM, "order value above the maximum for LIMIT orders")
         elif cmd.type == MARKET:
@@ -372,7 +372,7 @@ class Futures:
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce applies to LIMIT orders only")
             if cmd.action == OPEN and cmd.volume == 0:  # sized by value
                 if cmd.money <= 0 or cmd.money < contract.min_money:
-                    raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+                    raise Reject(Code.BELOW_MINIMUM, _below_min_money(contract))
                 if cmd.money > contract.max_market_money:
                     raise Reject(Code.BAD_PARAM, "order value above the maximum for MARKET orders")
             else:
@@ -407,7 +407,9 @@ class Futures:
     @staticmethod
     def _check_volume(contract: ContractSpec, volume: int, maximum: int) -> None:
         if volume <= 0 or volume < contract.min_volume:
-            raise Reject(Code.BELOW_MINIMUM, "volume below the minimum")
+            least = contract.min_volume
+            unit = "contract" if least == 1 else "contracts"
+            raise Reject(Code.BELOW_MINIMUM, f"volume below the minimum {least} {unit}")
         if volume > maximum:
             raise Reject(Code.BAD_PARAM, f"volume above the maximum ({maximum})")
 
@@ -916,3 +918,8 @@ class Futures:
     def all_positions(self) -> Iterator[Position]:
         for positions in self.by_contract.values():
             yield from positions.values()
+
+
+def _below_min_money(contract: ContractSpec) -> str:
+    least = format_units_trimmed(contract.min_money, MONEY_DECIMALS)
+    return f"order value below the minimum {least} {contract.quote}"

@@ -36,6 +36,7 @@ from tradehall.engine.orders import (
     Order,
     OrderState,
 )
+from tradehall.units import format_units_trimmed
 
 FEE_ACCOUNT = 0
 """The exchange's own account, credited with every trading fee."""
@@ -99,12 +100,12 @@ class SpotMarkets:
                 raise Reject(Code.PRICE_RANGE, "price must be positive")
             self.check_band(pair, side, price)
             if qty <= 0 or qty < pair.min_quantity:
-                raise Reject(Code.BELOW_MINIMUM, "quantity below the minimum")
+                raise Reject(Code.BELOW_MINIMUM, _below_min_quantity(pair))
             notional = price * qty * pair.quote_per_tick_lot
             if notional > MAX_BALANCE:
                 raise Reject(Code.PRICE_RANGE, "order value out of range")
             if notional < pair.min_notional:
-                raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+                raise Reject(Code.BELOW_MINIMUM, _below_min_value(pair))
             hold = (pair.quote, notional) if side == BUY else (pair.base, qty * pair.base_per_lot)
         elif cmd.type == MARKET:
             if not pair.market_orders:
@@ -113,11 +114,11 @@ class SpotMarkets:
                 raise Reject(Code.BAD_ORDER_TYPE, "timeInForce applies to LIMIT orders only")
             if side == BUY:
                 if cmd.quote_qty <= 0 or cmd.quote_qty < pair.min_notional:
-                    raise Reject(Code.BELOW_MINIMUM, "order value below the minimum")
+                    raise Reject(Code.BELOW_MINIMUM, _below_min_value(pair))
                 hold = (pair.quote, cmd.quote_qty)
             else:
                 if qty <= 0 or qty < pair.min_quantity:
-                    raise Reject(Code.BELOW_MINIMUM, "quantity below the minimum")
+                    raise Reject(Code.BELOW_MINIMUM, _below_min_quantity(pair))
                 hold = (pair.base, qty * pair.base_per_lot)
         else:
             raise Reject(Code.BAD_ORDER_TYPE, "type must be LIMIT or MARKET")
@@ -529,3 +530,14 @@ class SpotMarkets:
         order.open_orders = open_orders
         if order.client_id:
             self.by_client_id[(order.account, order.symbol, order.client_id)] = order
+
+
+def _below_min_quantity(pair: PairSpec) -> str:
+    """The refusal says the minimum: ``/symbols`` (the seed's shape) does not carry it."""
+    least = format_units_trimmed(pair.min_quantity, pair.quantity_precision)
+    return f"quantity below the minimum {least} {pair.base}"
+
+
+def _below_min_value(pair: PairSpec) -> str:
+    least = format_units_trimmed(pair.min_notional, pair.quote_decimals)
+    return f"order value below the minimum {least} {pair.quote}"

@@ -751,3 +751,15 @@ def test_the_address_names_the_market_shown(venue: Venue, page: Watched) -> None
     p.wait_for_selector("body[data-ready=true]")
     expect(p.locator("#market-title")).to_have_text("BTC/USDT")
     assert page.errors == []
+
+
+def test_a_pair_without_margin_says_so(venue: Venue, page: Watched) -> None:
+    """ETHBTC offers no margin trading: "Show ETHBTC" says so instead of an error (-1121)."""
+    p = page.page
+    p.goto(venue.url + "/?market=ETHBTC")
+    p.wait_for_selector("body[data-ready=true]")
+    sign_in(p, venue.demo["apiKey"], venue.demo["secret"])
+    p.click("#margin-load")
+    expect(p.locator("#margin-balances tbody")).to_contain_text("no margin trading on ETHBTC")
+    expect(p.locator("#account-message")).to_be_hidden()
+    assert all("400" in e for e in page.errors) and len(page.errors) == 1  # the refusal itself

@@ -367,6 +367,11 @@ function showMarginButton(m) {
           reportAccountError, accountEvery(2000)));
       }
     } catch (err) {
+      if (err.code === -1121) { // the pair has no margin trading (no public list says which do)
+        $('#margin-symbol').textContent = '';
+        fillRows($('#margin-balances tbody'), [], `no margin trading on ${m.symbol}`);
+        return;
+      }
       reportAccountError(err);
       button.disabled = false;
     }

@@ -329,15 +329,21 @@ def test_interest_now_charges_hours_of_interest_through_the_admin_api(
         ],
     }
     assert assets(view(alice))["USDT"][2:] == ("4000.00000000", "0.96000000")
-    for hours in (0, 8_761, "x"):
+    for hours, why in (
+        (0, "must be at least 1 and at most 8760"),
+        (8_761, "must be at least 1 and at most 8760"),
+        (2**70, "must be at least 1 and at most 8760"),  # not "must be an integer"
+        ("x", "must be an integer"),
+    ):
         with pytest.raises(ApiError) as refused:
             env.admin._post("/margin/interest-now", {"hours": hours})
         assert (refused.value.status, refused.value.code) == (400, -1102)
+        assert refused.value.msg == f"parameter 'hours' {why}"
     assert assets(view(alice))["USDT"][2:] == ("4000.00000000", "0.96000000")
     entries = env.admin.admin_log(10)["entries"]
     (done,) = [e for e in entries if e["action"] == "interest.now" and e["result"] == "ok"]
     assert json.loads(done["detail"]) == charged  # the trail keeps what was charged
-    assert len([e for e in entries if e["action"] == "interest.now"]) == 4  # refusals too
+    assert len([e for e in entries if e["action"] == "interest.now"]) == 5  # refusals too
     conserved(env)
     env.audit()
 

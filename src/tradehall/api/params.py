@@ -21,7 +21,7 @@ from tradehall.units import UnitsError, pow10, to_units
 
 SYMBOL = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _SYMBOL = SYMBOL  # as tests/api/test_api_request_types.py names it
-_INTEGER = re.compile(r"-?[0-9]{1,19}", re.ASCII)
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
 CLIENT_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 
@@ -164,9 +164,9 @@ class Params:
                 return None
             return default
         number = parse_int(value)
-        if number is None:
-            raise self.malformed(name, "must be an integer")
-        if number < minimum or (maximum is not None and number > maximum):
+        if number is None or number < minimum or (maximum is not None and number > maximum):
+            if number is None and not _integral(value):
+                raise self.malformed(name, "must be an integer")
             bound = f" and at most {maximum}" if maximum is not None else ""
             raise self.malformed(name, f"must be at least {minimum}{bound}")
         return number
@@ -207,20 +207,21 @@ class Params:
 INT64_MAX = 2**63 - 1
 
 
+def _integral(value: Any) -> bool:
+    """Integer text, an integral number or an int (of any size; not a bool)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        return _INTEGER.fullmatch(value) is not None
+    if isinstance(value, Decimal):
+        # adjusted() first: int() of a number like 1e999999 would take seconds.
+        return value.is_finite() and value.adjusted() < 20 and value == value.to_integral_value()
+    return isinstance(value, int)
+
+
 def parse_int(value: Any) -> int | None:
     """An integer within the signed 64-bit range (every id and bound is stored as one)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        integral = _INTEGER.fullmatch(value) is not None
-    elif isinstance(value, Decimal):
-        # adjusted() first: int() of a number like 1e999999 would take seconds.
-        integral = (
-            value.is_finite() and value.adjusted() < 20 and value == value.to_integral_value()
-        )
-    else:
-        integral = isinstance(value, int)
-    if not integral:
-        return None
+    if not _integral(value) or (isinstance(value, str) and len(value) > 20):
+        return None  # (text: beyond 19 digits, out of range; int() of long text is slow)
     number = int(value)
     return number if -INT64_MAX - 1 <= number <= INT64_MAX else None

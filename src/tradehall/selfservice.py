@@ -81,18 +81,20 @@ def faucet(ex: Exchange, user_id: int, now: int) -> dict[str, Any]:
     per_day = ex.config.sandbox.faucet_per_day
     book = ex.selfservice
     used = book.faucet_count(user_id, now)
-    if used >= per_day:
-        raise Reject(
-            Code.TOO_MANY_REQUESTS,
-            f"this account had the faucet's {per_day} top-up(s) of the UTC day: try again"
-            " after midnight UTC",
-        )
     spot_target, futures_target = sandbox.starting_balances(ex, user_id)
     ledger = ex.engine.ledger
     spot = _missing(spot_target, lambda asset: sum(ledger.get(user_id, asset)))
     account = futures_account(user_id)
     futures = _missing(futures_target, lambda coin: sum(ledger.get(account, coin)))
     if spot or futures:
+        if per_day == 0:
+            raise Reject(Code.UNSUPPORTED, "this sandbox has no faucet: reset the account instead")
+        if used >= per_day:
+            raise Reject(
+                Code.TOO_MANY_REQUESTS,
+                f"this account had the faucet's {per_day} top-up(s) of the UTC day: try again"
+                " after midnight UTC",
+            )
         _check_deposits(ex, spot, futures)
         used = book.faucet_taken(ex.note_state, user_id, now)
         _deposit(ex, user_id, spot, futures, f"faucet-{user_id}-{now // DAY_MS}-{used}", now)
@@ -105,8 +107,40 @@ def faucet(ex: Exchange, user_id: int, now: int) -> dict[str, Any]:
 
 
 def reset(ex: Exchange, user_id: int, now: int) -> dict[str, Any]:
-    """``tradehall account reset`` of a self-service account, by its owner."""
+    """``tradehall account reset`` of a self-service account, by its owner, refused while the
+    account has what that reset would settle with other accounts' money or leave out: open
+    futures positions (the operator's reset closes them at the mark against other traders'
+    positions, by their ranking: one stranger's reset would close another's) and margin
+    accounts holding anything (the reset leaves margin as it is: funds parked there and a
+    reset would mint money, unbounded). The owner closes or moves them first, as a trader
+    would."""
     _require_self_service(ex, user_id, "a self-service reset")
+    engine = ex.engine
+    fx = engine.futures
+    positions = [c for c in fx.contracts if fx.has_position(user_id, c)]
+    if positions:
+        raise Reject(
+            Code.UNSUPPORTED,
+            f"close your futures positions first ({', '.join(positions)}): a reset does not"
+            " close them, since that would close other traders' positions against them",
+        )
+    margin = engine.margin
+    held = [
+        symbol
+        for symbol, spec in margin.pairs.items()
+        if symbol in margin.specs
+        and (account := margin.account_of(user_id, symbol)) is not None
+        and (
+            account.has_debt()
+            or any(sum(engine.ledger.get(account.id, a)) for a in (spec.base, spec.quote))
+        )
+    ]
+    if held:
+        raise Reject(
+            Code.UNSUPPORTED,
+            f"repay and move your margin funds back to spot first ({', '.join(held)}): a reset"
+            " restores the spot and futures accounts only",
+        )
     return sandbox.reset_account(ex, user_id, now)
 
 

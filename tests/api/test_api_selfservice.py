@@ -239,6 +239,61 @@ def test_the_faucet_tops_up_at_most_n_times_a_utc_day(venue: VenueFactory) -> No
     v.env().audit()
 
 
+def test_a_reset_closes_no_other_traders_position(venue: VenueFactory) -> None:
+    """The operator's reset closes a position at the mark against other traders' positions
+    (by their ranking): a stranger's reset closed other accounts' positions, any of them, at
+    any moment. A self-service reset is refused while the account holds a position, and
+    changes nothing; closed by the owner, the reset goes through."""
+    v = venue()
+    _, trader = v.account()
+    other = v.env().trader({"USDT": "100000"})
+    other.futures_transfer("USDT", "100000", "spot", "futures")
+    other.futures_create_order("E-BTC-USDT", "SELL", "LIMIT", "OPEN", 10, "30000")
+    trader.futures_create_order("E-BTC-USDT", "BUY", "LIMIT", "OPEN", 10, "30000")
+    held = (trader.futures_positions(), other.futures_positions(), balances(trader))
+    answer = trader.request("POST", RESET, body={})
+    refused(answer, 400, -1020, "close your futures positions first (E-BTC-USDT)")
+    assert (trader.futures_positions(), other.futures_positions(), balances(trader)) == held
+    trader.futures_create_order("E-BTC-USDT", "SELL", "LIMIT", "CLOSE", 10, "30000")
+    other.futures_create_order("E-BTC-USDT", "BUY", "LIMIT", "CLOSE", 10, "30000")
+    reset = trader.request("POST", RESET, body={}).json()
+    assert reset["closedPositions"] == 0 and reset["futures"] == DEMO_FUTURES
+    v.env().audit()
+
+
+def test_a_reset_cannot_mint_money_through_a_margin_account(venue: VenueFactory) -> None:
+    """A reset restores spot and futures and leaves margin as it is: funds moved into margin
+    and a reset after, again and again, minted money without bound (past the faucet's daily
+    limit). Refused while a margin account holds anything; emptied, the reset goes through."""
+    v = venue()
+    _, trader = v.account()
+    move = "/spot/open/sapi/v1/margin/tradehall/transfer"
+    parked = {"symbol": "ETHUSDT", "asset": "USDT", "amount": "100000"}
+    assert trader.request("POST", move, body={**parked, "direction": "IN"}).status_code == 200
+    spot = balances(trader)
+    answer = trader.request("POST", RESET, body={})
+    refused(answer, 400, -1020, "repay and move your margin funds back to spot first (ETHUSDT)")
+    assert balances(trader) == spot
+    assert trader.request("POST", move, body={**parked, "direction": "OUT"}).status_code == 200
+    reset = trader.request("POST", RESET, body={}).json()
+    assert reset["spot"] == DEMO_SPOT
+    v.env().audit()
+
+
+def test_without_a_faucet_a_call_with_nothing_to_top_up_is_not_refused(
+    venue: VenueFactory,
+) -> None:
+    v = venue(sandbox="faucet_per_day = 0")
+    _, trader = v.account()
+    nothing = trader.request("POST", FAUCET, body={}).json()
+    assert nothing["deposited"] == {"spot": {}, "futures": {}}
+    assert (nothing["usedToday"], nothing["leftToday"]) == (0, 0)
+    trader.futures_transfer("USDT", "1000", "spot", "futures")
+    answer = trader.request("POST", FAUCET, body={})
+    refused(answer, 400, -1020, "this sandbox has no faucet: reset the account instead")
+    assert "Retry-After" not in answer.headers
+
+
 def test_the_faucet_and_the_reset_serve_self_service_accounts_only(venue: VenueFactory) -> None:
     v = venue()
     operators = v.env().trader({"USDT": "5"})

@@ -924,6 +924,24 @@ def key_create(
     )
 
 
+@key_app.command("list")
+def key_list(
+    data_dir: DataDirOpt = None,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List API keys, revoked ones included (never their secrets)."""
+    _operate(
+        config,
+        data_dir,
+        as_json,
+        lambda a: a.list_keys(),
+        lambda ex, ts: ops.list_keys(ex),
+        database=database,
+    )
+
+
 @key_app.command("revoke")
 def key_revoke(
     api_key: Annotated[str, typer.Argument(help="The API key to revoke.")],

@@ -138,6 +138,10 @@ def test_offline_user_and_key_lifecycle(data_dir: Path) -> None:
 
     users = ok(data_dir, "user", "list")["users"]
     assert [(u["id"], u["name"]) for u in users] == [(1, "x"), (2, "user-2")]
+    keys = {k["apiKey"]: k for k in ok(data_dir, "key", "list")["keys"]}
+    assert {(k["userId"], k["readOnly"]) for k in keys.values()} == {(1, False), (2, True)}
+    assert keys[key["apiKey"]]["revoked"] is not None and keys[limited["apiKey"]]["revoked"] is None
+    assert not any("secret" in k for k in keys.values())
 
 
 def test_offline_deposits_and_withdrawals_are_idempotent_by_tx_id(data_dir: Path) -> None:
@@ -409,6 +413,8 @@ def test_commands_go_through_the_running_server(server_factory: Any, data_dir: P
         assert (denied.value.status, denied.value.code) == (401, -2015)
 
     users = ok(data_dir, "user", "list")["users"]
+    listed = {k["apiKey"]: k["revoked"] for k in ok(data_dir, "key", "list")["keys"]}  # online
+    assert listed[carol_key["apiKey"]] is not None and "secret" not in str(listed)
     audit = inline(data_dir, "audit", "--json")
     human = inline(data_dir, "balances", "--user", bid)
     assert [u["name"] for u in users] == ["bob", "carol"]

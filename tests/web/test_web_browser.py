@@ -723,20 +723,53 @@ def test_two_tabs_with_one_key_never_sign_with_one_timestamp(venue: Venue, page:
     assert errors == [] and page.errors == []
 
 
-def test_one_far_order_does_not_squeeze_the_depth_chart(venue: Venue, page: Watched) -> None:
-    """The chart is centred on the mid and as wide as the nearer side reaches: one bid at a
-    thirtieth of the price drew every visitor's book as a sliver at one edge."""
+def test_far_orders_do_not_squeeze_the_depth_chart(venue: Venue, page: Watched) -> None:
+    """The chart is centred on the mid, as wide as the nearer side reaches and at most 2 % of
+    the price each way: one bid at a thirtieth of the price drew every visitor's book as a
+    sliver at one edge, and then one far order on each side, or on a one-sided book, did."""
     p = page.page
     p.goto(venue.url + "/?market=BTCUSDT")
     p.wait_for_selector("body[data-ready=true]")
+
+    def drawn() -> tuple[float, float]:
+        low, high = map(float, str(p.get_attribute("#depth-chart", "data-range")).split())
+        return low, high
+
     with venue.trader() as trader:
-        oid = trader.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.02", price="1001")["orderId"]
+        far = [
+            trader.create_order("BTCUSDT", "BUY", "LIMIT", volume="0.02", price="1001")["orderId"]
+        ]
         try:
             expect(p.locator("#bids tr.level td:first-child", has_text="1001.00")).to_have_count(1)
-            low, high = map(float, str(p.get_attribute("#depth-chart", "data-range")).split())
+            low, high = drawn()
             assert 29_000 < low < high < 31_000, (low, high)
+            far.append(
+                trader.create_order("BTCUSDT", "SELL", "LIMIT", volume="0.001", price="300000")[
+                    "orderId"
+                ]
+            )
+            expect(p.locator("#asks tr.level td:first-child", has_text="300000.00")).to_have_count(
+                1
+            )
+            low, high = drawn()  # at most 2 % of the mid (~30,050) each way
+            assert 29_440 < low < high < 30_660, (low, high)
         finally:
-            trader.cancel_order("BTCUSDT", oid)
+            for oid in far:
+                trader.cancel_order("BTCUSDT", oid)
+    # A one-sided book (ETHUSDT has only asks here) with one far ask.
+    with venue.trader() as trader:
+        p.click("#markets tr[data-symbol=ETHUSDT]")
+        asks = [
+            trader.create_order("ETHUSDT", "SELL", "LIMIT", volume="0.01", price=price)["orderId"]
+            for price in ("2000", "2001", "50000")
+        ]
+        try:
+            expect(p.locator("#asks tr.level td:first-child", has_text="50000.00")).to_have_count(1)
+            low, high = drawn()
+            assert low == 2000 and high < 2041, (low, high)
+        finally:
+            for oid in asks:
+                trader.cancel_order("ETHUSDT", oid)
     assert page.errors == []
 
 
@@ -763,3 +796,33 @@ def test_a_pair_without_margin_says_so(venue: Venue, page: Watched) -> None:
     expect(p.locator("#margin-balances tbody")).to_contain_text("no margin trading on ETHBTC")
     expect(p.locator("#account-message")).to_be_hidden()
     assert all("400" in e for e in page.errors) and len(page.errors) == 1  # the refusal itself
+
+
+def test_orders_placed_in_a_row_reload_the_account_once(venue: Venue, page: Watched) -> None:
+    """Each order or cancel from the page reloaded the account panels at once (five signed
+    reads): at several orders a second one tab used up the key's limits beside a bot. Reloads
+    asked for within a second of each other are one reload (the page's clock is held still,
+    so only the orders can ask for one)."""
+    key = trader_of_their_own(venue, "quick")
+    p = page.page
+    p.clock.install(time=time.time())
+    signed_in(p, venue, key)
+    p.clock.pause_at(time.time() + 0.5)
+
+    def accounts() -> int:
+        return sum("/sapi/v1/account " in r for r in page.requests)
+
+    before = accounts()
+    for price in ("19100", "19101", "19102"):
+        p.fill("#order-price", price)
+        p.fill("#order-volume", "0.01")
+        p.click("#order-submit")
+        expect(p.locator("#order-message")).to_contain_text("placed")
+        p.locator("#order-message").evaluate("m => { m.textContent = '' }")
+    p.clock.run_for(100)
+    p.wait_for_timeout(1000)
+    assert accounts() == before + 1
+    with Client(venue.url, key["apiKey"], key["secret"]) as owner:
+        ids = [o["orderId"] for o in owner.open_orders("BTCUSDT")]
+        owner.batch_cancel("BTCUSDT", ids)
+    assert len(ids) == 3

@@ -184,6 +184,7 @@ function askRevoke(apiKey) {
     showKeysAgain();
   }, CONFIRM_MS);
   state.pendingRevoke = { apiKey, timer };
+  // Not scrolled to: the clicked button itself now says "Confirm revoke".
   showMessage($('#keys-message'), `Click "Confirm revoke" within ${CONFIRM_MS / 1000} s to revoke key ${short}`, 'info');
   showKeysAgain();
 }
@@ -198,9 +199,9 @@ async function revoke(apiKey) {
   if (button) button.disabled = true;
   try {
     await state.admin.request('POST', '/keys/revoke', { apiKey });
-    showMessage($('#keys-message'), `Key ${apiKey.slice(0, 12)}… revoked`, 'ok');
+    tell($('#keys-message'), `Key ${apiKey.slice(0, 12)}… revoked`, 'ok');
   } catch (err) {
-    showMessage($('#keys-message'), `Revoke failed: ${describeError(err)}`, 'error');
+    tell($('#keys-message'), `Revoke failed: ${describeError(err)}`, 'error');
   }
   showKeysAgain();
   refreshAll();
@@ -220,7 +221,13 @@ function renderUserBalances(answer) {
 function selectUser(id) {
   state.selectedUser = id;
   $('#deposit-user').value = String(id);
-  loadUserBalances().then(renderUserBalances, failed);
+  return loadUserBalances().then(renderUserBalances, failed);
+}
+
+// An action's outcome, shown beside its form and scrolled into sight (the page is long).
+function tell(node, text, kind) {
+  showMessage(node, text, kind);
+  if (text) node.scrollIntoView({ block: 'nearest' });
 }
 
 function hideDeposit() {
@@ -249,7 +256,7 @@ $('#deposit-form').addEventListener('input', hideDeposit);
 
 $('#deposit-no').addEventListener('click', () => {
   hideDeposit();
-  showMessage($('#deposit-message'), 'Deposit cancelled: nothing was deposited', 'info');
+  tell($('#deposit-message'), 'Deposit cancelled: nothing was deposited', 'info');
 });
 
 $('#deposit-yes').addEventListener('click', async () => {
@@ -261,12 +268,12 @@ $('#deposit-yes').addEventListener('click', async () => {
   button.disabled = true;
   try {
     const done = await state.admin.request('POST', '/deposit', body);
-    showMessage($('#deposit-message'), `Deposited ${done.amount} ${done.asset} to user ${done.userId} (tx ${done.txId}); free now ${done.free}`, 'ok');
     $('#deposit-amount').value = ''; // another deposit is typed, not one click away
-    selectUser(done.userId);
+    await selectUser(done.userId); // (the balances above the form grow: then the message shows)
+    tell($('#deposit-message'), `Deposited ${done.amount} ${done.asset} to user ${done.userId} (tx ${done.txId}); free now ${done.free}`, 'ok');
     refreshAll();
   } catch (err) {
-    showMessage($('#deposit-message'), `Deposit refused: ${describeError(err)}`, 'error');
+    tell($('#deposit-message'), `Deposit refused: ${describeError(err)}`, 'error');
   } finally {
     button.disabled = false;
   }

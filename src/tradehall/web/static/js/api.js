@@ -88,9 +88,10 @@ function hex(buffer) {
 }
 
 // Timestamps from the shared worker (timestamps.js), so that tabs signed in with one key never
-// sign with the same one. Where shared workers are missing or do not answer within
-// SHARED_CLOCK_WAIT_MS, each tab keeps its own increasing counter (as within one tab anyway).
-const SHARED_CLOCK_WAIT_MS = 500;
+// sign with the same one. Where shared workers are missing or fail, each tab keeps its own
+// increasing counter (as within one tab anyway); an answer later than SHARED_CLOCK_WAIT_MS (a
+// browser stalled that long) is not waited for, that once.
+const SHARED_CLOCK_WAIT_MS = 10000;
 
 function openSharedClock() {
   if (!('SharedWorker' in globalThis)) return null;
@@ -121,7 +122,7 @@ function openSharedClock() {
       const id = ++nextId;
       waiting.set(id, resolve);
       setTimeout(() => {
-        if (waiting.delete(id)) giveUp();
+        waiting.delete(id);
         resolve(null);
       }, SHARED_CLOCK_WAIT_MS);
       worker.port.postMessage({ id, wanted });

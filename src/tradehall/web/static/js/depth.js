@@ -2,6 +2,7 @@
 
 const BID = '#26a69a';
 const ASK = '#ef5350';
+const MAX_REACH = 0.02; // of the price, each way
 
 function cumulative(levels) {
   let total = 0;
@@ -22,13 +23,18 @@ export function drawDepth(canvas, depth) {
   ctx.clearRect(0, 0, width, height);
   let bids = cumulative(depth.bids);
   let asks = cumulative(depth.asks);
-  if (bids.length && asks.length) {
-    // Symmetric about the mid, as far as the nearer side's last level reaches: one order far
-    // from the touch (anyone's dust order) must not squeeze everyone's book into a corner.
-    const mid = (bids[0][0] + asks[0][0]) / 2;
-    const reach = Math.min(mid - bids[bids.length - 1][0], asks[asks.length - 1][0] - mid) * (1 + 1e-9);
-    bids = bids.filter(([p]) => mid - p <= reach);
-    asks = asks.filter(([p]) => p - mid <= reach);
+  if (bids.length || asks.length) {
+    // About the mid (one side only: its best price), as far as the nearer side's last level
+    // reaches and at most MAX_REACH of the price each way: orders far from the touch (anyone's
+    // dust, on one side or both) must not squeeze everyone's book into a corner.
+    const anchor = bids.length && asks.length ? (bids[0][0] + asks[0][0]) / 2 : (bids[0] ?? asks[0])[0];
+    const reaches = [];
+    if (bids.length) reaches.push(anchor - bids[bids.length - 1][0]);
+    if (asks.length) reaches.push(asks[asks.length - 1][0] - anchor);
+    const reach = Math.min(...reaches, anchor * MAX_REACH) * (1 + 1e-9);
+    // (Each side's best level stays, however wide the spread.)
+    bids = bids.filter(([p], i) => i === 0 || anchor - p <= reach);
+    asks = asks.filter(([p], i) => i === 0 || p - anchor <= reach);
   }
   ctx.fillStyle = '#8a93a6';
   ctx.font = '11px system-ui, sans-serif';
@@ -53,8 +59,11 @@ export function drawDepth(canvas, depth) {
     if (points.length === 0) return;
     ctx.beginPath();
     ctx.moveTo(x(points[0][0]), y(0));
+    let before = 0;
     for (const [p, q] of points) {
+      ctx.lineTo(x(p), y(before)); // a step: the total changes at each level's price
       ctx.lineTo(x(p), y(q));
+      before = q;
     }
     const edge = towardsLow ? low : high;
     ctx.lineTo(x(edge), y(points[points.length - 1][1]));

@@ -15,9 +15,10 @@ const STREAM_INTERVALS = {
 const BOOK_LEVELS = 20;
 const TRADES = 30;
 const ACCOUNT_SAFETY_POLL_MS = 10000;
-// Private pushes refresh the account panels at most this often (a busy key pushes many a
-// second, and every refresh is a handful of signed requests against the key's rate limits).
-const ACCOUNT_PUSH_REFRESH_MS = 1000;
+// The account panels are reloaded (after a push, or the user's own order or cancel) at most
+// this often: a busy key pushes many a second, orders can be placed several a second, and
+// every reload is a handful of signed requests against the key's rate limits.
+const ACCOUNT_REFRESH_MS = 1000;
 const STREAMS_WORK = 'WebSocket' in globalThis && 'DecompressionStream' in globalThis;
 
 const state = {
@@ -338,7 +339,7 @@ function renderOpenOrders(orders) {
         try {
           await state.session.cancel(m, o.orderId);
           showMessage($('#order-message'), `Order ${o.orderId} cancelled`, 'ok');
-          refreshAccount();
+          refreshSoon();
         } catch (err) {
           showMessage($('#order-message'), `Cancel failed: ${describeError(err)}`, 'error');
           event.target.disabled = false;
@@ -415,7 +416,8 @@ function renderHistory(m, orders) {
   fillRows($('#order-history tbody'), orders.map((o) => (spot
     ? row(String(o.orderId), o.side, o.type, num(o.type === 'MARKET' ? 'market' : o.price), num(spotQty(o)),
       num(o.executedQty), o.status)
-    : row(String(o.orderId), `${o.side} ${o.openOrClose}`, typeNames[o.type] || String(o.type), num(o.price),
+    : row(String(o.orderId), `${o.side} ${o.openOrClose}`, typeNames[o.type] || String(o.type),
+      num(typeNames[o.type] === 'MARKET' ? 'market' : o.price),
       num(o.volume), num(o.dealVolume), statusNames[o.status] || String(o.status)))),
   'no orders');
 }
@@ -477,16 +479,24 @@ function openPrivateStreams(session) {
 
 function onAccountEvent(message) {
   if (!String(message.channel).startsWith('user_')) return;
-  // One push per change, several per order: the panels are loaded once per burst, and at
-  // most once per ACCOUNT_PUSH_REFRESH_MS however busy the key is.
+  // One push per change, several per order: the panels are loaded once per burst.
+  scheduleRefresh(50);
+}
+
+// A reload of the panels after `delay` ms, at most one per ACCOUNT_REFRESH_MS however many
+// pushes and actions ask for one.
+function scheduleRefresh(delay) {
   if (state.accountTimer) return;
-  const wait = Math.max(50, (state.accountRefreshed ?? 0) + ACCOUNT_PUSH_REFRESH_MS - Date.now());
+  const wait = Math.max(delay, (state.accountRefreshed ?? 0) + ACCOUNT_REFRESH_MS - Date.now());
   state.accountTimer = setTimeout(() => {
     state.accountTimer = null;
     state.accountRefreshed = Date.now();
     refreshAccount();
   }, wait);
 }
+
+// After the user's own order, cancel or account action.
+const refreshSoon = () => scheduleRefresh(0);
 
 function setSession(session) {
   state.session = session;
@@ -545,7 +555,7 @@ $('#order-form').addEventListener('submit', async (event) => {
   try {
     const placed = await state.session.placeOrder(m, order);
     showMessage($('#order-message'), `Order ${placed.orderId} placed${placed.status ? ` (${placed.status})` : ''}`, 'ok');
-    refreshAccount();
+    refreshSoon();
   } catch (err) {
     showMessage($('#order-message'), `Order refused: ${describeError(err)}`, 'error');
   } finally {
@@ -580,7 +590,7 @@ $('#leverage-form').addEventListener('submit', async (event) => {
 
 async function start() {
   setSession(null);
-  offerSandbox({ setSession, session: () => state.session, refresh: refreshAccount });
+  offerSandbox({ setSession, session: () => state.session, refresh: refreshSoon });
   renderIntervals();
   try {
     await loadMarkets();

@@ -826,3 +826,27 @@ def test_orders_placed_in_a_row_reload_the_account_once(venue: Venue, page: Watc
         ids = [o["orderId"] for o in owner.open_orders("BTCUSDT")]
         owner.batch_cancel("BTCUSDT", ids)
     assert len(ids) == 3
+
+
+def test_futures_trades_show_the_fee_in_the_margin_coin(venue: Venue, page: Watched) -> None:
+    """Futures ``myTrades`` carries no fee coin (the seed's shape): the page names the
+    contract's margin coin, as spot's trades show theirs."""
+    buyer, seller = (
+        trader_of_their_own(venue, "fut-buyer"),
+        trader_of_their_own(venue, "fut-seller"),
+    )
+    with (
+        Client(venue.url, buyer["apiKey"], buyer["secret"]) as b,
+        Client(venue.url, seller["apiKey"], seller["secret"]) as s,
+    ):
+        for client in (b, s):
+            client.futures_transfer("USDT", "50000", "spot", "futures")
+        s.futures_create_order("E-BTC-USDT", "SELL", "LIMIT", "OPEN", volume="1", price="30000")
+        b.futures_create_order("E-BTC-USDT", "BUY", "LIMIT", "OPEN", volume="1", price="30000")
+    p = page.page
+    p.goto(venue.url + "/?market=E-BTC-USDT")
+    p.wait_for_selector("body[data-ready=true]")
+    sign_in(p, buyer["apiKey"], buyer["secret"])
+    expect(p.locator("#my-trades tbody tr")).to_have_count(1)
+    expect(p.locator("#my-trades tbody tr td").nth(4)).to_have_text(re.compile(r"^[0-9.]+ USDT$"))
+    assert page.errors == []

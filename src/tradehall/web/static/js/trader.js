@@ -103,6 +103,8 @@ async function loadMarkets() {
     ...contracts.map((c) => ({
       kind: 'futures', symbol: c.symbol, label: c.symbol,
       pricePrecision: c.pricePrecision, quantityPrecision: 0,
+      // Fees and P&L are in the margin coin: the quote (linear, side 1) or the base (inverse).
+      marginCoin: c.symbol.split('-')[c.side === 1 ? 2 : 1],
     })),
   ];
 }
@@ -423,9 +425,10 @@ function renderHistory(m, orders) {
 }
 
 function renderMyTrades(trades) {
+  const coin = (t) => t.feeCoin ?? state.selected.marginCoin;
   fillRows($('#my-trades tbody'), trades.map((t) => row(
     String(t.id), t.side ?? (t.isBuyer ? 'BUY' : 'SELL'), num(t.price), num(t.qty),
-    num(`${t.fee}${t.feeCoin ? ` ${t.feeCoin}` : ''}`), formatTime(t.time),
+    num(`${t.fee}${coin(t) ? ` ${coin(t)}` : ''}`), formatTime(t.time),
   )), 'no trades');
 }
 

@@ -68,7 +68,9 @@ def list_users(ex: Exchange) -> dict[str, Any]:
 
 
 def list_keys(ex: Exchange) -> dict[str, Any]:
-    """Every API key, revoked ones included, without its secret."""
+    """Every API key, revoked ones included, without its secret; a live self-service key
+    with when it expires if unused until then."""
+    book = ex.selfservice
     return {
         "keys": [
             {
@@ -78,6 +80,11 @@ def list_keys(ex: Exchange) -> dict[str, Any]:
                 "ips": list(k.row.ips),
                 "created": k.row.created,
                 "revoked": k.row.revoked,
+                "expires": (
+                    used + book.expiry_ms
+                    if k.row.revoked is None and (used := book.used.get(k.row.api_key)) is not None
+                    else None
+                ),
             }
             for k in ex.keys.values()
         ]

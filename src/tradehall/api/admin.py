@@ -155,6 +155,13 @@ class AdminKeyInfo(wire.Wire, frozen=True):
     ips: list[str]
     created: wire.Millis
     revoked: Annotated[wire.Millis | None, Meta(description="When it was revoked; null: live.")]
+    expires: Annotated[
+        wire.Millis | None,
+        Meta(
+            description="A live self-service key: when it expires if unused until then (its"
+            " last use plus [sandbox] key_expiry_s); null for every other key."
+        ),
+    ] = None
 
 
 class AdminKeys(wire.Wire, frozen=True):

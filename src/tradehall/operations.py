@@ -80,11 +80,7 @@ def list_keys(ex: Exchange) -> dict[str, Any]:
                 "ips": list(k.row.ips),
                 "created": k.row.created,
                 "revoked": k.row.revoked,
-                "expires": (
-                    used + book.expiry_ms
-                    if k.row.revoked is None and (used := book.used.get(k.row.api_key)) is not None
-                    else None
-                ),
+                "expires": book.expires(k.row.api_key) if k.row.revoked is None else None,
             }
             for k in ex.keys.values()
         ]

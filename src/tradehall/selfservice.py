@@ -116,8 +116,7 @@ def reset(ex: Exchange, user_id: int, now: int) -> dict[str, Any]:
     would."""
     _require_self_service(ex, user_id, "a self-service reset")
     engine = ex.engine
-    fx = engine.futures
-    positions = [c for c in fx.contracts if fx.has_position(user_id, c)]
+    positions = sorted({p.contract for p in engine.futures.user_positions(user_id)})
     if positions:
         raise Reject(
             Code.UNSUPPORTED,
@@ -125,16 +124,15 @@ def reset(ex: Exchange, user_id: int, now: int) -> dict[str, Any]:
             " close them, since that would close other traders' positions against them",
         )
     margin = engine.margin
-    held = [
-        symbol
-        for symbol, spec in margin.pairs.items()
-        if symbol in margin.specs
-        and (account := margin.account_of(user_id, symbol)) is not None
-        and (
-            account.has_debt()
-            or any(sum(engine.ledger.get(account.id, a)) for a in (spec.base, spec.quote))
-        )
-    ]
+    held = []
+    for symbol in margin.specs:
+        account = margin.account_of(user_id, symbol)
+        if account is None:
+            continue
+        pair = margin.pairs[symbol]
+        funds = any(sum(engine.ledger.get(account.id, a)) for a in (pair.base, pair.quote))
+        if funds or account.has_debt():
+            held.append(symbol)
     if held:
         raise Reject(
             Code.UNSUPPORTED,

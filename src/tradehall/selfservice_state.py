@@ -88,6 +88,11 @@ class SelfServiceBook:
         limit = now - self.expiry_ms
         return sum(1 for last in self.used.values() if last >= limit)
 
+    def expires(self, api_key: str) -> int | None:
+        """When a live self-service key expires if unused until then; None for any other."""
+        last = self.used.get(api_key)
+        return None if last is None else last + self.expiry_ms
+
     def expired(self, now: int) -> list[str]:
         """The live keys unused for longer than the expiry (to revoke)."""
         if now < self.next_expiry:

@@ -214,14 +214,19 @@ def _integral(value: Any) -> bool:
     if isinstance(value, str):
         return _INTEGER.fullmatch(value) is not None
     if isinstance(value, Decimal):
-        # adjusted() first: int() of a number like 1e999999 would take seconds.
-        return value.is_finite() and value.adjusted() < 20 and value == value.to_integral_value()
+        return value.is_finite() and value == value.to_integral_value()
     return isinstance(value, int)
 
 
 def parse_int(value: Any) -> int | None:
     """An integer within the signed 64-bit range (every id and bound is stored as one)."""
-    if not _integral(value) or (isinstance(value, str) and len(value) > 20):
-        return None  # (text: beyond 19 digits, out of range; int() of long text is slow)
+    if not _integral(value):
+        return None
+    # Beyond 20 characters or digits it is out of range: int() of a long text, or of a number
+    # like 1e999999, would take seconds.
+    if (isinstance(value, str) and len(value) > 20) or (
+        isinstance(value, Decimal) and value.adjusted() >= 20
+    ):
+        return None
     number = int(value)
     return number if -INT64_MAX - 1 <= number <= INT64_MAX else None

@@ -197,10 +197,6 @@ class Futures:
             return True
         if self.waiting_triggers(user, symbol):
             return True
-        return self.has_position(user, symbol)
-
-    def has_position(self, user: int, symbol: str) -> bool:
-        """An open position (either side) on the contract."""
         return any((user, symbol, side) in self.positions for side in (BUY, SELL))
 
     # ----------------------------------------------------------------- events

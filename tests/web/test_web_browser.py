@@ -786,6 +786,20 @@ def test_the_address_names_the_market_shown(venue: Venue, page: Watched) -> None
     assert page.errors == []
 
 
+def test_an_unknown_market_in_the_address_is_told(venue: Venue, page: Watched) -> None:
+    p = page.page
+    p.goto(venue.url + "/?market=DOGEUSDT")
+    p.wait_for_selector("body[data-ready=true]")
+    first = p.locator("#markets tbody tr").first.get_attribute("data-symbol")
+    message = p.locator("#page-message")
+    expect(message).to_have_text(f"There is no market DOGEUSDT here: showing {first}")
+    p.wait_for_timeout(1500)  # the book's polls and pushes do not wipe it
+    expect(message).to_be_visible()
+    p.click("#markets tr[data-symbol='E-BTC-USDT']")
+    expect(message).to_be_hidden()
+    assert page.errors == []
+
+
 def test_a_pair_without_margin_says_so(venue: Venue, page: Watched) -> None:
     """ETHBTC offers no margin trading: "Show ETHBTC" says so instead of an error (-1121)."""
     p = page.page

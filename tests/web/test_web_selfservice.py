@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 
+import httpx2
 import pytest
 
 from support import ServerProcess, start_server
@@ -36,6 +37,7 @@ class Sandbox:
     server: ServerProcess
     maker: Client
     maker_key: dict[str, str]
+    token: str
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
             admin.deposit(user, "BTC", "50", tx_id="maker-btc")
         maker = Client(server.url, key["apiKey"], key["secret"])
         maker.create_order("BTCUSDT", "SELL", "LIMIT", volume="5", price="30000")
-        yield Sandbox(server, maker, key)
+        yield Sandbox(server, maker, key, token)
         maker.close()
     finally:
         server.stop(signal.SIGTERM)
@@ -173,3 +175,29 @@ def test_another_accounts_key_is_told_the_faucet_is_not_for_it(
     expect(p.locator("#sandbox-message")).to_contain_text("self-service accounts only")
     expect(p.locator("#sandbox-message")).to_contain_text("code -2015")
     assert len(errors) == 1 and "403" in errors[0]  # the refusal, an answer the page expects
+
+
+def test_the_operator_view_shows_a_keys_expiry_and_follows_it_in_place(
+    sandbox: Sandbox, page: tuple[Page, list[str]]
+) -> None:
+    """A self-service key's expiry moves with each use: the operator view shows it and updates
+    the cell, leaving the row (and the Revoke button under the operator's pointer) as it is."""
+    p, errors = page
+    made = httpx2.post(sandbox.server.url + "/sandbox/v1/accounts", json={}).json()
+    p.goto(sandbox.server.url + "/admin")
+    p.fill("#admin-token", sandbox.token)
+    p.click("#token-form button[type=submit]")
+    cell = p.locator(f"#keys tr[data-api-key='{made['apiKey']}'] td.key-state")
+    expect(cell).to_have_text(re.compile(r"^live, expires \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$"))
+    first = cell.inner_text()
+    maker_cell = p.locator(f"#keys tr[data-api-key='{sandbox.maker_key['apiKey']}'] td.key-state")
+    expect(maker_cell).to_have_text("live")  # the operator's keys never expire
+    button = p.locator(f"#keys tr[data-api-key='{made['apiKey']}'] button")
+    button.evaluate("b => { b.dataset.marked = 'yes'; }")
+    p.wait_for_timeout(1100)  # the shown time has whole seconds
+    with Client(sandbox.server.url, made["apiKey"], made["secret"]) as trader:
+        trader.account()  # a use moves the expiry
+    expect(cell).not_to_have_text(first)
+    assert cell.inner_text() > first
+    expect(button).to_have_attribute("data-marked", "yes")  # the same button: not rebuilt
+    assert errors == []

@@ -142,12 +142,24 @@ function renderUsers(users) {
   )), 'no users');
 }
 
+// A self-service key's expiry moves with its every use.
+const keyState = (k) => (k.revoked !== null ? `revoked ${formatTime(k.revoked)}`
+  : k.expires ? `live, expires ${formatTime(k.expires)}` : 'live');
+
 function renderKeys(keys) {
   state.keys = keys;
   const pending = state.pendingRevoke?.apiKey ?? null;
-  const shown = JSON.stringify([keys, pending]);
-  // Unchanged: keep the rows (and the button under the operator's pointer) as they are.
-  if (shown === state.keysShown) return;
+  // A busy testnet's expiries change every few seconds: they are updated in place, and the
+  // rows rebuilt only when anything else changes.
+  const shown = JSON.stringify([keys.keys.map(({ expires, ...rest }) => rest), pending]);
+  if (shown === state.keysShown) {
+    // Keep the rows (and the button under the operator's pointer) as they are.
+    for (const k of keys.keys) {
+      const cell = $(`#keys tr[data-api-key="${CSS.escape(k.apiKey)}"] td.key-state`);
+      if (cell) cell.textContent = keyState(k);
+    }
+    return;
+  }
   state.keysShown = shown;
   fillRows($('#keys tbody'), keys.keys.map((k) => {
     const asked = k.apiKey === pending;
@@ -156,7 +168,7 @@ function renderKeys(keys) {
         asked ? 'Confirm revoke' : 'Revoke')
       : '';
     const tr = row(`${k.apiKey.slice(0, 12)}…`, num(String(k.userId)), k.readOnly ? 'read only' : 'trade',
-      k.ips.length ? k.ips.join(', ') : 'any', k.revoked === null ? 'live' : `revoked ${formatTime(k.revoked)}`,
+      k.ips.length ? k.ips.join(', ') : 'any', el('td', { class: 'key-state' }, keyState(k)),
       el('td', {}, action));
     tr.dataset.apiKey = k.apiKey;
     return tr;

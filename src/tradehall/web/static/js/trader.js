@@ -231,6 +231,7 @@ function reportMarketError(err) {
 
 function select(m) {
   state.selected = m;
+  showMessage($('#page-message'), '');
   // The address names the market shown, so a reload or a shared link opens it again.
   history.replaceState(null, '', `?market=${encodeURIComponent(m.symbol)}`);
   state.freshChart = true;
@@ -263,7 +264,8 @@ function showFeed() {
 }
 
 function showBook(depth) {
-  showMessage($('#page-message'), '');
+  // Market data is back: an error about it goes (a notice stays until another market is chosen).
+  if ($('#page-message').classList.contains('error')) showMessage($('#page-message'), '');
   renderBook(depth);
 }
 
@@ -602,8 +604,12 @@ async function start() {
     return;
   }
   openMarketStreams();
-  const wanted = (new URLSearchParams(location.search).get('market') || '').toUpperCase();
-  select(state.markets.find((m) => m.symbol.toUpperCase() === wanted) || state.markets[0]);
+  const wanted = (new URLSearchParams(location.search).get('market') || '').trim();
+  const found = state.markets.find((m) => m.symbol.toUpperCase() === wanted.toUpperCase());
+  select(found || state.markets[0]);
+  if (wanted && !found) {
+    showMessage($('#page-message'), `There is no market ${wanted} here: showing ${state.markets[0].symbol}`, 'info');
+  }
   const allStreamed = () => state.markets.every((m) => marketLive(m));
   watch(loadTickers, renderMarkets, reportMarketError, 3000, allStreamed);
   document.body.dataset.ready = 'true';

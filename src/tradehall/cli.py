@@ -189,7 +189,7 @@ def _load(
     if database:
         problem = database_problem(database)
         if problem is not None:
-            raise CliError(f"--database / {ENV_VAR}: {problem}")
+            raise CliError(f"--database / {ENV_VAR}: {problem}", int(Code.BAD_PARAM))
         cfg = replace(cfg, server=replace(cfg.server, database=database))
     return cfg, DataDir(data_dir if data_dir is not None else cfg.server.data_dir)
 
@@ -315,7 +315,8 @@ def _offline(cfg: Config, datadir: DataDir, *, existing: bool = False) -> Iterat
     except DataDirBusy as exc:
         raise CliError(
             f"{exc} (a server may be starting or not answering; or an engine follows as a"
-            " standby on this folder: operator commands go to the leader's machine)"
+            " standby on this folder: operator commands go to the leader's machine)",
+            int(Code.UNSUPPORTED),
         ) from None
     except SecretKeyError as exc:
         raise CliError(str(exc)) from None
@@ -487,7 +488,9 @@ def _run_server(
     except (server.ListenError, server.StartError, LinkError) as exc:
         _fail(CliError(str(exc)), as_json)
     except DataDirBusy as exc:
-        _fail(CliError(f"{exc}: is a server already running on it?"), as_json)
+        _fail(
+            CliError(f"{exc}: is a server already running on it?", int(Code.UNSUPPORTED)), as_json
+        )
     except StoreError as exc:
         _fail(CliError(str(exc), -1001), as_json)
     except SecretKeyError as exc:
@@ -661,7 +664,7 @@ def projector(
             projections.close()
             journal.db.close()
     except DataDirBusy as exc:
-        _fail(CliError(str(exc)), False)
+        _fail(CliError(str(exc), int(Code.UNSUPPORTED)), False)
     except StoreError as exc:
         _fail(CliError(str(exc), -1001), False)
     except CliError as exc:
@@ -800,7 +803,10 @@ def gateway(
             )
 
         if metrics_port is not None and metrics_port + workers - 1 > 65535:
-            raise CliError(f"--metrics-port {metrics_port} leaves no port for {workers} workers")
+            raise CliError(
+                f"--metrics-port {metrics_port} leaves no port for {workers} workers",
+                int(Code.BAD_PARAM),
+            )
         if workers > 1 and not limits.storage.startswith(("redis", "rediss", "async+redis")):
             typer.echo(
                 f"warning: {workers} workers with limits.storage = {limits.storage!r}: each"
@@ -1276,7 +1282,8 @@ def _sim_command(action: str) -> Callable[..., None]:
                 if action != "status":
                     raise CliError(
                         "no server is running on this data folder: the simulation runs in"
-                        " the server (tradehall serve --demo, or --sim)"
+                        " the server (tradehall serve --demo, or --sim)",
+                        int(Code.UNSUPPORTED),
                     )
                 result: Any = {"running": False, "server": False}
             else:
@@ -1670,7 +1677,7 @@ def _with_store(
                 finally:
                     store.close()
         except DataDirBusy as exc:
-            raise CliError(f"{exc}: stop the server first") from None
+            raise CliError(f"{exc}: stop the server first", int(Code.UNSUPPORTED)) from None
         except StoreRefused as exc:
             raise CliError(str(exc), int(Code.UNSUPPORTED)) from None
         except dump.ExportFileError as exc:
@@ -1831,7 +1838,9 @@ def db_prune(
     switched off); a running server does this by itself every interval_s."""
 
     def online(_: AdminClient) -> Any:
-        raise CliError("the running server prunes by itself ([retention] interval_s)")
+        raise CliError(
+            "the running server prunes by itself ([retention] interval_s)", int(Code.UNSUPPORTED)
+        )
 
     def offline(ex: Exchange, now: int) -> Any:
         settings = replace(ex.config.retention, enabled=True)

@@ -214,7 +214,11 @@ def test_offline_refusals_change_nothing_and_audit_catches_tampering(data_dir: P
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         error = fails(
-            data_dir, "deposit", "--user", "1", "--asset", "USDT", "--amount", "1", process=True
+            data_dir,
+            "deposit",
+            *("--user", "1", "--asset", "USDT", "--amount", "1"),
+            code=-1020,  # refused in this state: a catalogue code, not "unknown error"
+            process=True,
         )
         assert "in use" in error["msg"]
     finally:
@@ -747,4 +751,4 @@ def test_db_stats_beside_a_running_server_shows_its_retention(
         "orders": 0, "futures_orders": 0, "trades": 0, "ledger": 0
     }  # fmt: skip
     # Pruning is the server's own business while it runs.
-    fails(data_dir, "db", "prune")
+    fails(data_dir, "db", "prune", code=-1020)

@@ -181,3 +181,6 @@ def test_sandbox_controls_work_offline_on_the_store(tmp_path: Path) -> None:
     assert balances["BTC"] == "100.00000000"
     assert cli(data, "audit")["ok"] is True
     assert cli(data, "sim", "status") == {"running": False, "server": False}
+    refused = tradehall_inline("sim", "start", "--data-dir", str(data), "--json")
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["code"] == -1020  # the simulation runs in the server

@@ -523,27 +523,29 @@ def test_linear_funding_rate_from_premium_band_and_payments() -> None:
     r.order(1, LINEAR, BUY, OPEN, 7, 500_003)
     r.order(4, LINEAR, BUY, OPEN, 2, 500_003)
     assert r.oi(LINEAR) == (9, 9)
-    # User 3 quotes 50,040.3 / 50,060.3: mid 50,050.3, 50.0 (500 ticks) above the index.
-    bid = r.order(3, LINEAR, BUY, OPEN, 1, 500_403)
-    ask = r.order(3, LINEAR, SELL, OPEN, 1, 500_603)
+    # User 3 quotes 200 contracts (10,000 USDT, the impact money) at 50,040.3 / 50,060.3:
+    # the impact bid is 40.0 (400 ticks) above the index.
+    bid = r.order(3, LINEAR, BUY, OPEN, 200, 500_403)
+    r.order(3, LINEAR, SELL, OPEN, 200, 500_603)
 
-    # Ticks one minute apart sample the premium: 500 / 500,003 = 0.0009999940 -> 99,999e-8.
+    # Ticks one minute apart sample the premium: 400 / 500,003 = 0.00079999.. -> 79,999e-8.
     for minute in (1, 2, 3):
         r.apply(FuturesTick(T0 + minute * MINUTE))
     state = r.fx.states[LINEAR]
-    assert (state.premium_samples, state.premium_sum) == (3, 3 * 99_999)
+    assert (state.premium_samples, state.premium_sum) == (3, 3 * 79_999)
     # A second tick in the same minute takes no sample.
     r.apply(FuturesTick(T0 + 3 * MINUTE + 30_000))
     assert state.premium_samples == 3
 
-    # The ask moves to 50,160.3: mid 50,100.3, 1,000 ticks above -> 199,998e-8.
+    # The bid moves to 50,050.3, 500 ticks above -> 99,999e-8.
     r.ts = T0 + 3 * MINUTE + 40_000
-    r.apply(FuturesCancel(r.ts, 3, LINEAR, order_id=ask.id))
-    r.order(3, LINEAR, SELL, OPEN, 1, 501_603)
-    r.apply(FuturesTick(T0 + 4 * MINUTE))
-    assert (state.premium_samples, state.premium_sum) == (4, 3 * 99_999 + 199_998)
-    # With only one side quoted there is no mid and nothing to sample.
     r.apply(FuturesCancel(r.ts, 3, LINEAR, order_id=bid.id))
+    bid = r.order(3, LINEAR, BUY, OPEN, 200, 500_503)
+    r.apply(FuturesTick(T0 + 4 * MINUTE))
+    assert (state.premium_samples, state.premium_sum) == (4, 3 * 79_999 + 99_999)
+    # With one side thinner than the impact money there is nothing to sample.
+    r.apply(FuturesCancel(r.ts, 3, LINEAR, order_id=bid.id))
+    r.order(3, LINEAR, BUY, OPEN, 199, 500_503)
     r.apply(FuturesTick(T0 + 5 * MINUTE))
     assert state.premium_samples == 4
     assert r.fx.states[LINEAR].last_funding_rate == 0
@@ -553,42 +555,42 @@ def test_linear_funding_rate_from_premium_band_and_payments() -> None:
     fees, fund = r.fees(USDT), r.fund_balance(USDT)
 
     result = r.apply(FuturesTick(T0 + INTERVAL))
-    # premium = (3 x 99,999 + 199,998) / 4 = 124,998.75 -> 124,998 (0.124998 %)
+    # premium = (3 x 79,999 + 99,999) / 4 = 84,999 (0.084999 %)
     # rate = premium + clamp(interest - premium, +-50,000)
-    #      = 124,998 + clamp(10,000 - 124,998 = -114,998) = 124,998 - 50,000 = 74,998
+    #      = 84,999 + clamp(10,000 - 84,999 = -74,999) = 84,999 - 50,000 = 34,999
     # (under the 750,000 cap). The mark is the index: median(50,000.3, 50,000.3 + the
     # basis average, last trade 50,000.3).
     record = funding_records(result)[LINEAR]
-    assert (record.rate, record.mark) == (74_998, 500_003)
-    assert r.fx.states[LINEAR].last_funding_rate == 74_998
+    assert (record.rate, record.mark) == (34_999, 500_003)
+    assert r.fx.states[LINEAR].last_funding_rate == 34_999
     # Longs pay (rate > 0), each its value at the mark x rate, rounded down:
     #   long 7: 7 x 0.001 x 50,000.3 = 350.0021 USDT = 35,000,210,000 units
-    #           x 0.00074998 = 26,249,457.4958 -> 26,249,457
-    #   long 2: 10,000,060,000 x 0.00074998 = 7,499,844.99.. -> 7,499,844
-    # The short is owed 45,000,270,000 x 0.00074998 = 33,749,302.49 -> 33,749,302, but
-    # receives exactly what was collected: 26,249,457 + 7,499,844 = 33,749,301.
-    assert r.free(1, USDT) == free1 - 26_249_457
-    assert r.free(4, USDT) == free4 - 7_499_844
-    assert r.short(2, LINEAR).margin == margin2 + 33_749_301  # isolated: into its margin
-    assert record.paid == 33_749_301
-    assert r.long(1, LINEAR).capital_fee == -26_249_457
-    assert r.long(4, LINEAR).capital_fee == -7_499_844
-    assert r.short(2, LINEAR).capital_fee == 33_749_301
+    #           x 0.00034999 = 12,249,723.49.. -> 12,249,723
+    #   long 2: 10,000,060,000 x 0.00034999 = 3,499,920.99.. -> 3,499,920
+    # The short is owed 45,000,270,000 x 0.00034999 = 15,749,644.49 -> 15,749,644, but
+    # receives exactly what was collected: 12,249,723 + 3,499,920 = 15,749,643.
+    assert r.free(1, USDT) == free1 - 12_249_723
+    assert r.free(4, USDT) == free4 - 3_499_920
+    assert r.short(2, LINEAR).margin == margin2 + 15_749_643  # isolated: into its margin
+    assert record.paid == 15_749_643
+    assert r.long(1, LINEAR).capital_fee == -12_249_723
+    assert r.long(4, LINEAR).capital_fee == -3_499_920
+    assert r.short(2, LINEAR).capital_fee == 15_749_643
     total = sum(p.capital_fee for p in r.fx.by_contract[LINEAR].values())
     assert total == 0
     assert (r.fees(USDT), r.fund_balance(USDT)) == (fees, fund)
     assert state.premium_samples == 0 and state.premium_sum == 0
     # The mark now carries the new rate over the time to the next funding (a whole interval):
-    #   index x (1 + 0.00074998 x 8 h / 8 h) = 500,003 + 374.99.. -> 500,377 (rounded down);
-    #   the basis average (1e-4 ticks): 5,000,000 after the 500-tick samples, then
-    #   += (10,000,000 - 5,000,000) x 2 // 31 = 322,580 -> 532 ticks -> 500,535;
-    #   median(500,377, 500,535, last 500,003) = 500,377.
-    assert state.basis_ema == 5_322_580
-    assert r.fx.mark(LINEAR) == 500_377
+    #   index x (1 + 0.00034999 x 8 h / 8 h) = 500,003 + 174.99.. -> 500,177 (rounded down);
+    #   the basis average (1e-4 ticks): 4,000,000 after the 400-tick samples, then
+    #   += (5,000,000 - 4,000,000) x 2 // 31 = 64,516 -> 406 ticks -> 500,409;
+    #   median(500,177, 500,409, last 500,003) = 500,177.
+    assert state.basis_ema == 4_064_516
+    assert r.fx.mark(LINEAR) == 500_177
 
     # Funding is due once per time: another tick in the same interval pays nothing.
     r.apply(FuturesTick(T0 + INTERVAL + 2 * MINUTE))
-    assert r.long(1, LINEAR).capital_fee == -26_249_457
+    assert r.long(1, LINEAR).capital_fee == -12_249_723
 
 
 def test_inverse_funding_capped_shorts_pay_longs() -> None:
@@ -599,20 +601,21 @@ def test_inverse_funding_capped_shorts_pay_longs() -> None:
     r.order(2, INVERSE, SELL, OPEN, 60, 399_997)
     r.order(4, INVERSE, SELL, OPEN, 40, 399_997)
     r.order(1, INVERSE, BUY, OPEN, 100, 399_997)
-    # A book far below the index: 39,600.0 / 39,700.0, mid 39,650.0 = index - 349.7.
-    r.order(3, INVERSE, BUY, OPEN, 1, 396_000)
-    r.order(3, INVERSE, SELL, OPEN, 1, 397_000)
+    # A book far below the index, 1,000 contracts (10,000 USD, the impact money) a side:
+    # 39,200.0 / 39,300.0, the impact ask 699.7 below the index.
+    r.order(3, INVERSE, BUY, OPEN, 1_000, 392_000)
+    r.order(3, INVERSE, SELL, OPEN, 1_000, 393_000)
     for minute in (1, 2, 3):
         r.apply(FuturesTick(T0 + minute * MINUTE))
-    # premium sample: -3,497 x 10**8 / 399,997 = -874,256.56 -> -874,257 (rounded down)
+    # premium sample: -6,997 x 10**8 / 399,997 = -1,749,263.1 -> -1,749,264 (rounded down)
     state = r.fx.states[INVERSE]
-    assert (state.premium_samples, state.premium_sum) == (3, 3 * -874_257)
+    assert (state.premium_samples, state.premium_sum) == (3, 3 * -1_749_264)
     free1, free2 = r.free(1, BTC), r.free(2, BTC)
     margin4 = r.short(4, INVERSE).margin
 
     result = r.apply(FuturesTick(T0 + INTERVAL))
-    # rate = -874,257 + clamp(10,000 + 874,257, +-50,000) = -824,257 -> capped at -750,000.
-    # The mark: median(39,999.7, 39,999.7 - 349.7, 39,999.7) = 39,999.7.
+    # rate = -1,749,264 + clamp(10,000 + 1,749,264, +-50,000) = -1,699,264 -> capped at
+    # -750,000. The mark: median(39,999.7, 39,999.7 - 699.7, 39,999.7) = 39,999.7.
     record = funding_records(result)[INVERSE]
     assert (record.rate, record.mark) == (-750_000, 399_997)
     # Negative rate: shorts pay longs, value at the mark x 0.75 %, rounded down:
@@ -646,10 +649,10 @@ def test_a_small_premium_leaves_the_interest_rate() -> None:
     r.index(LINEAR, 500_000)
     r.order(2, LINEAR, SELL, OPEN, 4, 500_000)
     r.order(1, LINEAR, BUY, OPEN, 4, 500_000)
-    # Quotes 50,000.0 / 50,002.0: mid 50,001.0, 10 ticks above the index:
-    # premium 10 x 10**8 / 500,000 = 2,000e-8 (0.002 %).
-    r.order(3, LINEAR, BUY, OPEN, 1, 500_000)
-    r.order(3, LINEAR, SELL, OPEN, 1, 500_020)
+    # Quotes of 200 contracts at 50,001.0 / 50,003.0: the impact bid 10 ticks above the
+    # index: premium 10 x 10**8 / 500,000 = 2,000e-8 (0.002 %).
+    r.order(3, LINEAR, BUY, OPEN, 200, 500_010)
+    r.order(3, LINEAR, SELL, OPEN, 200, 500_030)
     r.apply(FuturesTick(T0 + MINUTE))
     state = r.fx.states[LINEAR]
     assert state.premium_sum == 2_000

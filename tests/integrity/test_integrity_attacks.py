@@ -23,6 +23,7 @@ from tradehall.codes import Reject
 from tradehall.config import load_config
 from tradehall.engine import audit
 from tradehall.engine.commands import (
+    AdjustPositionMargin,
     CancelOrder,
     Deposit,
     FuturesPlace,
@@ -290,8 +291,9 @@ def test_a_crazy_or_stale_feed_is_left_out() -> None:
 @given(data=st.data())
 def test_two_colluding_accounts_cannot_drain_the_insurance_fund(data: st.DataObject) -> None:
     """Alice and Bob (one owner) send any orders they like, spot and futures, at any price
-    and leverage, while an honest feed moves the index by small steps (at most 0.2 % a
-    second: liquidations come before bankruptcy). The fund never pays out."""
+    and leverage, cross or isolated, adding and taking out isolated margin, while an honest
+    feed moves the index by small steps (at most 0.2 % a second: liquidations come before
+    bankruptcy). The fund never pays out."""
     venue = Venue(IndexSpec(weights=(("honest", 3), ("mid", 2), ("last", 1))))
     honest_book(venue)
     victims(venue, 20)
@@ -301,7 +303,7 @@ def test_two_colluding_accounts_cannot_drain_the_insurance_fund(data: st.DataObj
     fund = venue.fund_balance()
     for step in range(data.draw(st.integers(5, 40), label="steps")):
         user = data.draw(st.sampled_from((ALICE, BOB)))
-        kind = data.draw(st.sampled_from(("spot", "futures", "leverage", "wait")))
+        kind = data.draw(st.sampled_from(("spot", "futures", "leverage", "margin", "wait")))
         try:
             if kind == "spot":
                 side = data.draw(st.sampled_from((BUY, SELL)))
@@ -312,10 +314,19 @@ def test_two_colluding_accounts_cannot_drain_the_insurance_fund(data: st.DataObj
                 action = data.draw(st.sampled_from(("OPEN", "CLOSE")))
                 price = FUT * data.draw(st.integers(50, 150)) // 100
                 price = data.draw(st.sampled_from((0, price)))
-                venue.futures(user, side, action, data.draw(st.integers(1, 200)), price)
+                mode = data.draw(st.sampled_from((0, 1, 2)), label="cross 1, isolated 2")
+                volume = data.draw(st.integers(1, 200))
+                kind_ = LIMIT if price else MARKET
+                venue.apply(
+                    FuturesPlace(venue.ts, user, BTC_F, side, action, kind_, price, volume, 0, mode)
+                )
             elif kind == "leverage":
                 lever = data.draw(st.sampled_from((1, 10, 50, 100)))
                 venue.apply(SetLeverage(venue.ts, user, BTC_F, lever))
+            elif kind == "margin":  # an isolated position's margin added or taken out
+                for pos in venue.fx.user_positions(user):
+                    amount = data.draw(st.integers(-5_000, 5_000)) * UNIT
+                    venue.apply(AdjustPositionMargin(venue.ts, user, pos.id, amount))
         except Reject:
             pass
         honest += honest * data.draw(st.integers(-2, 2)) // 1_000
@@ -323,6 +334,107 @@ def test_two_colluding_accounts_cannot_drain_the_insurance_fund(data: st.DataObj
         venue.tick()
         assert venue.fund_balance() >= fund, step
         fund = venue.fund_balance()
+    venue.audit_ok()
+
+
+def test_a_spoofed_book_cannot_drag_the_mark() -> None:
+    """The price audit's case: on a thin futures book, one contract offered at ten times the
+    index and one bid at it made the book's mid 5.5x the index; the minute's premium sample
+    took it whole into the basis average, the mark became the last trade price, and wash
+    trades at +4.9 % walked it (and the band with it) up to the spoofed mid, liquidating a
+    victim's short. The premium is now sampled at impact depth (a side thinner than the
+    index's depth money gives no sample) and the basis stays within 2.5 % of the index."""
+    venue = Venue()
+    honest_book(venue)
+    victims(venue, 20)
+    attackers(venue, 2_000_000, 2)
+    venue.futures(ALICE, SELL, "OPEN", 1, FUT * 10)  # the favourable side: not limited
+    venue.futures(BOB, BUY, "OPEN", 1, FUT)
+    venue.tick(61)  # a premium sample, at least
+    assert venue.fx.states[BTC_F].basis_ema == 0  # one-contract quotes: no sample
+    liquidated = []
+    for _ in range(20):
+        price = venue.mark() * 1049 // 1000
+        venue.futures(ALICE, SELL, "OPEN", 1, price)
+        venue.futures(BOB, BUY, "OPEN", 1, price)
+        liquidated += venue.tick()
+    assert venue.index() == FUT
+    assert venue.mark() == FUT  # median(index, index + basis, last): the index
+    assert liquidated == []
+    venue.audit_ok()
+
+
+def test_a_basis_average_from_before_is_held_within_the_limit() -> None:
+    """A data folder whose basis average a spoofed book had already pulled far off (5.5x
+    the index) shows a mark within 2.5 % of the index from the first tick on."""
+    venue = Venue()
+    honest_book(venue)
+    state = venue.fx.states[BTC_F]
+    state.basis_ema = 4_500 * FUT * 10_000  # 1e-4 ticks
+    venue.tick()
+    assert venue.mark() == FUT  # median(index, index + 2.5 %, last (none: the index))
+
+
+def isolated_long_at_100x(venue: Venue, contracts: int) -> None:
+    """Bob quotes the short side at the mark (cross, 10x); Alice buys it at 100x, isolated:
+    a position backed by 1 % of its value, while the band lets prices go 5 % from the mark."""
+    honest_book(venue)
+    attackers(venue, 2_000_000, 2)
+    venue.apply(Deposit(venue.ts, INSURANCE_ACCOUNT, "USDT", 100_000 * UNIT, "fund"))
+    venue.apply(SetLeverage(venue.ts, BOB, BTC_F, 10))
+    venue.apply(SetLeverage(venue.ts, ALICE, BTC_F, 100))
+    venue.futures(BOB, SELL, "OPEN", contracts, FUT)
+    venue.apply(FuturesPlace(venue.ts, ALICE, BTC_F, BUY, "OPEN", MARKET, 0, contracts, 0, 2))
+
+
+def test_a_close_past_bankruptcy_cannot_make_the_fund_pay() -> None:
+    """The futures audit's case: Alice's 100x isolated long (margin 1 %) sold CLOSE at the
+    band's edge, 5 % below the mark, to Bob's CLOSE bid there: the loss beyond her margin came
+    from the insurance fund, and Bob's gain with it (10,000 contracts: ~11,700 USDT a round
+    trip). Such a CLOSE is refused; a MARKET CLOSE stops before the prices it cannot pay."""
+    venue = Venue()
+    isolated_long_at_100x(venue, 1_000)
+    fund = venue.fund_balance()
+    far = FUT * 95 // 100  # 28500.0, the band's edge
+    venue.futures(BOB, BUY, "CLOSE", 1_000, far)  # rests: nobody else bids there
+    with pytest.raises(Reject) as refused:
+        venue.futures(ALICE, SELL, "CLOSE", 1_000, far)
+    assert refused.value.code == -1138
+    assert refused.value.msg == (
+        "SELL CLOSE at 28500.0 would lose more than the position's margin: close nearer the"
+        " mark price 30000.0, or add margin"
+    )
+    # A MARKET CLOSE sweeps down to Bob's far bid no more: nothing between pays, so nothing trades.
+    done = venue.futures(ALICE, SELL, "CLOSE", 1_000).reply
+    assert (done.status, done.filled) == ("CANCELED", 0)
+    assert venue.fund_balance() == fund
+    # Near the mark it closes as ever (within 1 % the margin pays the loss).
+    venue.futures(BOB, BUY, "OPEN", 1_000, FUT - 1_000)  # 29900.0
+    venue.futures(ALICE, SELL, "CLOSE", 1_000, FUT - 1_000)
+    assert not venue.fx.user_positions(ALICE)
+    assert venue.fund_balance() == fund
+    venue.audit_ok()
+
+
+def test_a_resting_close_whose_backing_shrank_is_cancelled_not_filled() -> None:
+    """A CLOSE placed while the position's margin paid for its price, the margin then taken
+    out: when a taker reaches it, it is cancelled rather than filled at the fund's cost."""
+    venue = Venue()
+    isolated_long_at_100x(venue, 1_000)
+    pos = venue.fx.user_positions(ALICE)[0]
+    venue.apply(AdjustPositionMargin(venue.ts, ALICE, pos.id, 2_000 * UNIT))  # 7.7 % now
+    resting = venue.futures(ALICE, SELL, "CLOSE", 1_000, FUT * 95 // 100).reply
+    assert resting.status == "NEW"
+    venue.apply(AdjustPositionMargin(venue.ts, ALICE, pos.id, -2_000 * UNIT))
+    fund = venue.fund_balance()
+    taker = venue.futures(BOB, BUY, "CLOSE", 1_000, FUT * 95 // 100)
+    orders = [
+        d for e in taker.events if isinstance(d := getattr(e, "doc", None), FuturesOrderState)
+    ]
+    assert any(d.id == resting.id and d.status == "CANCELED" for d in orders)
+    assert venue.fx.open_orders(ALICE, BTC_F) == []
+    assert venue.fx.user_positions(ALICE)[0].volume == 1_000
+    assert venue.fund_balance() == fund
     venue.audit_ok()
 
 

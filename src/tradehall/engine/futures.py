@@ -483,6 +483,16 @@ class Futures:
         symbol = contract.symbol
         bound = cmd.price if cmd.type == LIMIT else self.band_edge(contract, cmd.side)
         fills, reached = self.plan(contract, cmd.user, cmd.side, bound, cmd.volume, cmd.money)
+        if cmd.action == CLOSE and source != BY_LIQUIDATION:
+            closing = self.positions[(cmd.user, symbol, opposite(cmd.side))]
+            if cmd.type == LIMIT:
+                self.check_exit(contract, closing, cmd.side, cmd.volume, cmd.price)
+            else:
+                cut = self.exit_levels(contract, closing, fills)
+                if cut < len(fills):  # stop before the first level the position cannot pay
+                    price = fills[cut][0]
+                    bound = price + 1 if cmd.side == SELL else max(1, price - 1)
+                    fills, reached = fills[:cut], False
         planned = sum(q for _, q in fills)
         volume = planned if cmd.money else cmd.volume
         rests = cmd.type == LIMIT and cmd.tif in (GTC, POST_ONLY)
@@ -568,6 +578,52 @@ class Futures:
                     " the position would start at or below its maintenance margin",
                 )
 
+    def close_shortfall(
+        self, contract: ContractSpec, pos: Position, qty: int, value: int, fee_rate: int
+    ) -> int:
+        """What the insurance fund would pay if ``qty`` of ``pos`` closed now for ``value``
+        (a fee at ``fee_rate``): the loss beyond the position's margin (isolated) or beyond
+        its margin and the account's free cash (cross); 0 when they cover it."""
+        cost, release = self._close_share(pos, qty)
+        net = release + contract.pnl(pos.is_long, cost, value) - value * fee_rate // RATE_ONE
+        if net >= 0:
+            return 0
+        if pos.position_type == ISOLATED:
+            cover = pos.margin - release
+        else:
+            cover = self.ledger.free(futures_account(pos.user), contract.margin_coin)
+        return max(0, -net - cover)
+
+    def check_exit(
+        self, contract: ContractSpec, pos: Position, side: str, qty: int, price: int
+    ) -> None:
+        """Refuse (-1138) a user's CLOSE whose limit price would lose more than what backs
+        the position: a close past bankruptcy, the insurance fund paying the counterparty the
+        gap. Two accounts of one owner could otherwise drain the fund with a CLOSE far from
+        the mark (within the price band) on a thin book."""
+        value = contract.value(qty, price)
+        if self.close_shortfall(contract, pos, qty, value, contract.close_taker_fee) <= 0:
+            return
+        backing = "margin" if pos.position_type == ISOLATED else "margin and free cash"
+        mark = self.states[contract.symbol].mark
+        raise Reject(
+            Code.PRICE_RANGE,
+            f"{side} CLOSE at {format_units(price, contract.price_precision)} would lose more"
+            f" than the position's {backing}: close nearer the mark price"
+            f" {format_units(mark, contract.price_precision)}, or add margin",
+        )
+
+    def exit_levels(self, contract: ContractSpec, pos: Position, fills: list[Fill]) -> int:
+        """For a user's MARKET CLOSE: how many of its planned levels (from the first) what
+        backs the position pays for."""
+        qty = value = 0
+        for taken, (price, take) in enumerate(fills):
+            qty += take
+            value += contract.value(take, price)
+            if self.close_shortfall(contract, pos, qty, value, contract.close_taker_fee) > 0:
+                return taken
+        return len(fills)
+
     @staticmethod
     def _would_take(book: OrderBook, order: FuturesOrder) -> bool:
         """Whether the order meets the opposite side at all (own orders included)."""
@@ -627,12 +683,30 @@ class Futures:
             while maker is not None and taker.filled < taker.qty:
                 following = maker.next
                 assert isinstance(maker, FuturesOrder)
+                qty = min(maker.qty - maker.filled, taker.qty - taker.filled)
                 if maker.account == taker.account:
                     self.cancel_resting(maker, taker.time)
+                elif self._past_bankruptcy(contract, maker, qty, maker.price, maker=True):
+                    # Its position's backing shrank since it rested (funding, margin taken
+                    # out, a cross account's cash): it may no longer trade at that price.
+                    self.cancel_resting(maker, taker.time)
+                elif self._past_bankruptcy(contract, taker, qty, maker.price, maker=False):
+                    return
                 else:
-                    qty = min(maker.qty - maker.filled, taker.qty - taker.filled)
                     self.fill(contract, book, taker, maker, qty, maker.price, taker.time)
                 maker = following
+
+    def _past_bankruptcy(
+        self, contract: ContractSpec, order: FuturesOrder, qty: int, price: int, *, maker: bool
+    ) -> bool:
+        """Whether this fill of a user's CLOSE would leave a loss for the insurance fund."""
+        if order.action != CLOSE or order.source == BY_LIQUIDATION:
+            return False
+        pos = self.positions.get((order.user, order.symbol, opposite(order.side)))
+        if pos is None:
+            return False
+        rate = contract.close_maker_fee if maker else contract.close_taker_fee
+        return self.close_shortfall(contract, pos, qty, contract.value(qty, price), rate) > 0
 
     def fill(
         self,
@@ -752,6 +826,13 @@ class Futures:
             self.restore_position(pos)
         return pos
 
+    @staticmethod
+    def _close_share(pos: Position, qty: int) -> tuple[int, int]:
+        """The entry cost and the margin of ``qty`` of ``pos``."""
+        if qty >= pos.volume:
+            return pos.cost, pos.margin
+        return pos.cost * qty // pos.volume, pos.margin * qty // pos.volume
+
     def close_part(
         self,
         contract: ContractSpec,
@@ -774,11 +855,7 @@ class Futures:
         account = futures_account(pos.user)
         coin = contract.margin_coin
         ledger = self.ledger
-        if qty == pos.volume:
-            cost, release = pos.cost, pos.margin
-        else:
-            cost = pos.cost * qty // pos.volume
-            release = pos.margin * qty // pos.volume
+        cost, release = self._close_share(pos, qty)
         pnl = contract.pnl(pos.is_long, cost, value)
         pos.volume -= qty
         pos.cost -= cost

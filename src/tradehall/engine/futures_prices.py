@@ -3,8 +3,11 @@
 - Index: built from its sources (``index_sources``: the spot market's mid at depth and last
   trade, operator feeds), smoothed, filtered and bounded per second; or the price the operator
   pushed as an override.
-- Premium: once a minute, (mid - index) / index of the contract's book; the funding interval's
-  samples are averaged, and an exponential moving average of (mid - index) feeds the mark.
+- Premium: once a minute, the basis of the contract's book at impact depth: (impact bid -
+  index) if above it, (impact ask - index) if below it, 0 between, at most 2.5 % of the index
+  (the impact prices: where the index's depth money fills on each side); / index, the funding
+  interval's samples are averaged, and an exponential moving average of the basis feeds the
+  mark.
 - Mark: median(index x (1 + last funding rate x time left / interval), index + average basis,
   last trade price).
 - Funding, at the end of each interval: rate = premium + clamp(interest - premium, +-0.05 %),
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 from tradehall.engine import index_sources
+from tradehall.engine.book import BookSide
 from tradehall.engine.contracts import RATE_ONE, ContractSpec
 from tradehall.engine.futures import INSURANCE_ACCOUNT, Futures
 from tradehall.engine.futures_model import (
@@ -33,15 +37,47 @@ BASIS_SCALE = 10_000
 BASIS_PERIOD = 30
 """Samples (minutes) of the basis moving average."""
 INTEREST_BAND = 50_000
+BASIS_LIMIT = 2_500_000
+"""2.5 % in 1e-8: the most a premium sample, or the moving average of the basis in the mark,
+may stand off the index."""
 """0.05 % in 1e-8: how far the interest component may move the rate off the premium."""
 
 
-def mid(fx: Futures, symbol: str) -> int:
-    book = fx.books[symbol]
-    bid, ask = book.bids.best(), book.asks.best()
-    if bid is None or ask is None:
-        return 0
-    return (bid.price + ask.price) // 2
+def impact_price(side: BookSide, contract: ContractSpec, money: int) -> int:
+    """The average price (ticks) at which contracts worth ``money`` (10**-8 quote) fill on
+    ``side`` of the contract's book; 0 if the side holds less."""
+    spent = filled = weighted = 0
+    sign = 1 if side.is_bid else -1
+    for key in reversed(side.keys):
+        price = key * sign
+        available = side.levels[price].total
+        cost = contract.money(available, price)
+        if spent + cost >= money:
+            take = -(-(money - spent) // contract.money(1, price))  # contracts, rounded up
+            return (weighted + price * take) // (filled + take)
+        spent += cost
+        filled += available
+        weighted += price * available
+    return 0
+
+
+def impact_basis(fx: Futures, contract: ContractSpec, index: int) -> int | None:
+    """This minute's basis sample (ticks): how far the book's impact bid stands above the
+    index, or its impact ask below it (0 when the index lies between them), within
+    ``BASIS_LIMIT`` of the index; None when a side holds less than the impact money. One
+    order far from the touch, or a book of one-contract quotes, does not move it."""
+    book = fx.books[contract.symbol]
+    money = contract.index.depth_money
+    bid = impact_price(book.bids, contract, money)
+    ask = impact_price(book.asks, contract, money)
+    if not bid or not ask:
+        return None
+    return within_limit(max(0, bid - index) - max(0, index - ask), index)
+
+
+def within_limit(basis: int, index: int) -> int:
+    limit = index * BASIS_LIMIT // RATE_ONE
+    return max(-limit, min(limit, basis))
 
 
 def mark_price(contract: ContractSpec, state: ContractState, ts: int) -> int:
@@ -51,7 +87,7 @@ def mark_price(contract: ContractSpec, state: ContractState, ts: int) -> int:
     interval = contract.funding_interval_ms
     left = max(0, state.funding_time + interval - ts) if state.funding_time else interval
     funding_basis = index + index * state.last_funding_rate * left // (RATE_ONE * interval)
-    average_basis = index + state.basis_ema // BASIS_SCALE
+    average_basis = index + within_limit(state.basis_ema // BASIS_SCALE, index)
     last = state.last or index
     return sorted((funding_basis, average_basis, last))[1]
 
@@ -62,10 +98,9 @@ def sample(fx: Futures, contract: ContractSpec, state: ContractState, ts: int) -
     if minute <= state.sample_minute or not state.index:
         return False
     state.sample_minute = minute
-    middle = mid(fx, contract.symbol)
-    if not middle:
+    basis = impact_basis(fx, contract, state.index)
+    if basis is None:
         return True
-    basis = middle - state.index
     state.premium_sum += basis * RATE_ONE // state.index
     state.premium_samples += 1
     scaled = basis * BASIS_SCALE

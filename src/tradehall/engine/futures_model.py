@@ -24,6 +24,9 @@ BY_USER: Final = "user"
 BY_TRIGGER: Final = "trigger"
 BY_LIQUIDATION: Final = "liquidation"
 BY_ADL: Final = "adl"
+BY_RESET: Final = "reset"
+"""The operator's account reset (``ClosePositions``): the account's closes at the mark and
+those of the opposite positions it closes against; not auto-deleveraging."""
 
 # Conditional order trigger types (the seed's triggerType).
 STOP_LOSS: Final = 1

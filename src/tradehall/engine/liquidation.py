@@ -24,6 +24,7 @@ from tradehall.engine.futures import INSURANCE_ACCOUNT, Futures, opposite
 from tradehall.engine.futures_model import (
     BY_ADL,
     BY_LIQUIDATION,
+    BY_RESET,
     CLOSE,
     CROSS,
     ISOLATED,
@@ -264,11 +265,17 @@ def deleverage(
 
 
 def close_against_positions(
-    fx: Futures, contract: ContractSpec, order: FuturesOrder, pos: Position, price: int, ts: int
+    fx: Futures,
+    contract: ContractSpec,
+    order: FuturesOrder,
+    pos: Position,
+    price: int,
+    ts: int,
+    source: str = BY_ADL,
 ) -> None:
     """Fill what is left of ``order`` (closing ``pos``) at ``price`` against opposite
     positions ranked by profit x effective leverage, without fees: each is closed in turn
-    by an order of the engine's."""
+    by an order of the engine's (placed by ``source``)."""
     mark = fx.states[contract.symbol].mark
     left = order.qty - order.filled
     counterparts = sorted(
@@ -283,7 +290,7 @@ def close_against_positions(
             for resting in fx.open_orders(other.user, contract.symbol):
                 if resting.action == CLOSE and resting.side == opposite(other.side):
                     fx.cancel_resting(resting, ts)
-        adl = _closing_order(fx, other, MARKET, GTC, 0, take, BY_ADL, ts)
+        adl = _closing_order(fx, other, MARKET, GTC, 0, take, source, ts)
         fx.fill(contract, None, order, adl, take, price, ts, fees=False)
         adl.status = FILLED
         fx.end(adl)
@@ -298,8 +305,9 @@ def close_at_mark(fx: Futures, pos: Position, ts: int) -> None:
     (the operator's account reset): as auto-deleveraging does, but at the mark whatever
     the insurance fund holds, and for a position that is not bankrupt."""
     contract = fx.contracts[pos.contract]
-    order = _closing_order(fx, pos, MARKET, GTC, 0, pos.volume, BY_ADL, ts)
-    close_against_positions(fx, contract, order, pos, fx.states[contract.symbol].mark, ts)
+    order = _closing_order(fx, pos, MARKET, GTC, 0, pos.volume, BY_RESET, ts)
+    mark = fx.states[contract.symbol].mark
+    close_against_positions(fx, contract, order, pos, mark, ts, BY_RESET)
     order.status = FILLED
     fx.end(order)
     fx.emit_order(order)

@@ -128,6 +128,10 @@ def test_isolated_liquidation_with_a_surplus_to_the_fund() -> None:
     assert long.close_profit == -usdt("49")
     assert long.close_value == usdt("451")
     assert r.fund_balance(USDT) == usdt("0.7294")
+    # Its record says what the account lost: the margin and the open fee (50.3), the
+    # surplus the fund took shown beside the close's P&L at its fill price.
+    assert long.settled_by_others == -usdt("0.7294")
+    assert long.realized == -usdt("50.3")
     # Fees: the liquidation's taker fee 0.2706 and the bidder's maker fee 451 x 0.02 %.
     assert r.fees(USDT) == fees + usdt("0.2706") + usdt("0.0902")
     liquidation = [d for d in order_docs(result) if d.source == BY_LIQUIDATION]
@@ -159,6 +163,8 @@ def test_isolated_liquidation_with_a_deficit_covered_by_the_fund() -> None:
     # 450 x 0.06 % = 0.27 is the deficit, paid by the fund.
     assert long.close_profit == -usdt("50")
     assert r.fund_balance(USDT) == usdt("100") - usdt("0.27")
+    assert long.settled_by_others == usdt("0.27")
+    assert long.realized == -usdt("50.3")  # the margin and the open fee: what the account lost
     assert r.ledger.get(INSURANCE_ACCOUNT, USDT) == (usdt("99.73"), 0)
     assert r.balance(1, USDT) == (usdt("1000") - usdt("50.3") - usdt("1.002"), usdt("1.002"))
     assert r.fx.open_orders(1, LINEAR) == []
@@ -180,6 +186,8 @@ def test_price_gap_without_liquidity_fund_pays_the_loss_beyond_bankruptcy() -> N
     assert long.liquidated and r.pos(1, LINEAR, BUY) is None
     assert long.close_profit == -usdt("60")
     assert r.fund_balance(USDT) == usdt("90")
+    assert (long.settled_by_others, long.realized) == (usdt("10"), -usdt("50.3"))
+    assert short_before.share_amount == 0  # deleveraged at the mark: nothing lost to it
     assert r.pos(2, LINEAR, SELL) is None
     assert short_before.close_profit == usdt("60")
     assert r.free(2, USDT) == free2 + usdt("50") + usdt("60")
@@ -226,11 +234,14 @@ def test_auto_deleveraging_at_the_bankruptcy_price_ranked_by_profit_and_leverage
     # user 4: closed 5 at 45,000.0: P&L 250 - 225 = +25, margin 12.5 back, no fee
     assert r.pos(4, LINEAR, SELL) is None
     assert short4.close_profit == usdt("25")
+    # At the mark it would have made 30: the 5 it did not is its share of the loss.
+    assert short4.share_amount == usdt("5")
     assert r.free(4, USDT) == free4 + usdt("12.5") + usdt("25")
     assert close4.id not in {o.id for o in r.fx.open_orders(4, LINEAR)}
     # user 2: 1 of 5 at 45,000.0: P&L 50 - 45 = +5, margin 25 / 5 = 5 back
     assert short2.volume == 4
     assert short2.close_profit == usdt("5")
+    assert short2.share_amount == usdt("1")  # 6 at the mark
     assert r.free(2, USDT) == free2 + usdt("5") + usdt("5")
     adl = [(d.user, d.filled, d.status) for d in order_docs(result) if d.source == BY_ADL]
     assert adl == [(4, 5, FILLED), (2, 1, FILLED)]

@@ -872,6 +872,7 @@ class Futures:
                 ledger.change(account, coin, 0, -release, "liquidation", ref)
                 if net:
                     ledger.change(INSURANCE_ACCOUNT, coin, net, 0, "liquidation", ref)
+                    pos.settled_by_others -= net
             else:
                 ledger.change(account, coin, net, -release, "close", ref)
         else:
@@ -885,6 +886,7 @@ class Futures:
             due -= from_locked + from_free
             from_fund = min(due, ledger.free(INSURANCE_ACCOUNT, coin))
             social = due - from_fund
+            pos.settled_by_others += due
             ledger.change(account, coin, -from_free, -release - from_locked, "close", ref)
             if from_fund:
                 ledger.change(INSURANCE_ACCOUNT, coin, -from_fund, 0, "deficit", ref)

@@ -223,7 +223,12 @@ class Position(msgspec.Struct, gc=False):
     capital_fee: int = 0
     """Funding: positive received, negative paid."""
     share_amount: int = 0
-    """Loss taken by auto-deleveraging against this position's counterparty."""
+    """Loss taken by auto-deleveraging: what this position's closes against a bankrupt
+    counterparty, at its bankruptcy price, got less than at the mark (>= 0)."""
+    settled_by_others: int = 0
+    """Of this position's closes, what its account did not pay or receive itself: a loss
+    past what backed it, paid by the insurance fund or socialised (positive), less what a
+    liquidation's fills left over bankruptcy, taken by the fund (negative)."""
     liquidated: bool = False
     ctime: int = 0
     mtime: int = 0
@@ -234,7 +239,9 @@ class Position(msgspec.Struct, gc=False):
 
     @property
     def realized(self) -> int:
-        return self.close_profit - self.trade_fee + self.capital_fee
+        """What the account gained (or lost) by the position: its closes' P&L less fees, its
+        funding, and what others settled for it."""
+        return self.close_profit - self.trade_fee + self.capital_fee + self.settled_by_others
 
 
 class Trigger(msgspec.Struct, gc=False):

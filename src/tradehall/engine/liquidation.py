@@ -291,6 +291,11 @@ def close_against_positions(
                 if resting.action == CLOSE and resting.side == opposite(other.side):
                     fx.cancel_resting(resting, ts)
         adl = _closing_order(fx, other, MARKET, GTC, 0, take, source, ts)
+        if mark and price != mark:  # at the bankruptcy price: less than at the mark
+            at_mark = contract.pnl(other.is_long, 0, contract.value(take, mark))
+            other.share_amount += max(
+                0, at_mark - contract.pnl(other.is_long, 0, contract.value(take, price))
+            )
         fx.fill(contract, None, order, adl, take, price, ts, fees=False)
         adl.status = FILLED
         fx.end(adl)

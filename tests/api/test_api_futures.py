@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -491,8 +491,10 @@ def test_open_mark_and_close_a_long_against_a_short(env: Env) -> None:
     assert set(pos) == POSITION_FIELDS
     numbers(pos, *POSITION_NUMBERS)
     assert LOCAL_TIME.match(pos["ctime"]) and LOCAL_TIME.match(pos["mtime"])
-    # Isolated long: liquidated where 30 + P&L = 0.005 x value, i.e. value 270 / 0.995.
-    liquidation = (Decimal(270) / Decimal("0.995") / Decimal("0.01")).quantize(Decimal("0.1"))
+    # Isolated long: liquidated where 30 + P&L = 0.005 x value, i.e. value 270 / 0.995
+    # (27135.678..): shown as the first tick at which it is, rounded down.
+    exact = Decimal(270) / Decimal("0.995") / Decimal("0.01")
+    liquidation = exact.quantize(Decimal("0.1"), rounding=ROUND_FLOOR)
     assert {k: pos[k] for k in POSITION_FIELDS - {"id", "ctime", "mtime"}} == {
         "uid": uid(long_),
         "contractId": 1,
@@ -527,7 +529,7 @@ def test_open_mark_and_close_a_long_against_a_short(env: Env) -> None:
         "maxFeeRate": D("0.0006"),
         "config": {"contractId": 1, "contractName": BTC, "symbol": "BTCUSDT"},
     }
-    assert liquidation == D("27135.7")
+    assert liquidation == D("27135.6")
 
     (crossed,) = ok(get(short, "/account"))["account"]
     equity = Fraction("989.94")  # 969.94 free + 30 margin - 10 unrealized
@@ -537,9 +539,12 @@ def test_open_mark_and_close_a_long_against_a_short(env: Env) -> None:
     assert crossed["totalMarginRate"] == crossed["sumMarginRate"] == rate8(maintenance / equity)
     short_pos = position_of({"account": [crossed]})
     # Cross short: backed by the equity without its own P&L (999.94); liquidated where
-    # 999.94 - (value - 300) = 0.005 x value, i.e. value 1299.94 / 1.005.
+    # 999.94 - (value - 300) = 0.005 x value, i.e. value 1299.94 / 1.005 (129347.26..):
+    # the first tick at which it is, rounded up.
     value = Decimal("1299.94") / Decimal("1.005")
-    assert short_pos["reducePrice"] == (value / Decimal("0.01")).quantize(Decimal("0.1"))
+    exact = value / Decimal("0.01")
+    assert short_pos["reducePrice"] == exact.quantize(Decimal("0.1"), rounding=ROUND_CEILING)
+    assert short_pos["reducePrice"] == D("129347.3")
     assert short_pos["marginRate"] == rate8(maintenance / equity)
     assert short_pos["returnRate"] == D("-0.33333333")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import cast
 
@@ -109,12 +109,14 @@ def price(contract: ContractSpec, ticks: int) -> wire.Num:
     return number(ticks, contract.price_precision)
 
 
-def exact_price(contract: ContractSpec, ticks: Decimal) -> wire.Num:
-    """A price in ticks given as an exact decimal, rounded half-even to the precision."""
+def exact_price(
+    contract: ContractSpec, ticks: Decimal, rounding: str = ROUND_HALF_EVEN
+) -> wire.Num:
+    """A price in ticks given as an exact decimal, rounded (half-even) to the precision."""
     if ticks <= 0:
         return price(contract, 0)
     places = Decimal(1).scaleb(-contract.price_precision)
-    return wire.Num(f"{(ticks * places).quantize(places, rounding=ROUND_HALF_EVEN):f}")
+    return wire.Num(f"{(ticks * places).quantize(places, rounding=rounding):f}")
 
 
 def value(contract: ContractSpec, units: int) -> wire.Num:
@@ -418,7 +420,13 @@ def position(fx: Futures, p: Position) -> wire.FuturesPosition:
         None,
         0,
         risk_ratio(maintenance(contract, p, mark), margin + upnl),
-        exact_price(contract, liquidation_price(contract, p, margin)),
+        # The first mark price on the tick grid at which the position is liquidated: a long
+        # at or below it (rounded down), a short at or above it (rounded up).
+        exact_price(
+            contract,
+            liquidation_price(contract, p, margin),
+            ROUND_FLOOR if p.is_long else ROUND_CEILING,
+        ),
         ratio(upnl, p.margin),
         value(contract, upnl),
         value(contract, upnl),

@@ -861,6 +861,8 @@ def _announce(
         if simulate:
             off = "tradehall sim stop" if role == "engine" else "serve --no-sim"
             typer.echo(f"market simulation: on (tradehall sim status; {off} to switch it off)")
+        elif demo:
+            typer.echo("market simulation: off (tradehall sim start to switch it on)")
     sys.stdout.flush()
 
 

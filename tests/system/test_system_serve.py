@@ -167,7 +167,7 @@ def test_human_banner_and_clean_stop(tmp_path: Path) -> None:
     )
     try:
         lines = Lines(proc)
-        banner = [lines.next() for _ in range(4)]
+        banner = [lines.next() for _ in range(5)]
         head = re.fullmatch(
             r"tradehall (\S+) listening on (http://127\.0\.0\.1:\d+) \(data folder: (.+)\)\n",
             banner[0] or "",
@@ -178,6 +178,7 @@ def test_human_banner_and_clean_stop(tmp_path: Path) -> None:
         key = re.fullmatch(rf"  API key:    ({HEX32})\n", banner[2] or "")
         secret = re.fullmatch(rf"  API secret: ({HEX32})\n", banner[3] or "")
         assert key is not None and secret is not None, banner
+        assert banner[4] == "market simulation: off (tradehall sim start to switch it on)\n"
         with Client(head.group(2), key.group(1), secret.group(1)) as demo:
             assert demo.account()["balances"]
         assert (data / "server.json").exists()

@@ -1034,6 +1034,25 @@ def test_liquidation_triggered_by_a_liquidation(rig: Rig) -> None:
     assert rig.debts(first) == rig.debts(second) == {}
 
 
+def test_a_waiting_liquidation_ends_when_a_transfer_in_rescues_the_account(rig: Rig) -> None:
+    """The margin audit's case: an account lifted back above its liquidation level while its
+    liquidation waited for liquidity (a transfer in, as margin.md invites) stayed frozen, and
+    a replay of the journal disagreed with the engine about it. It trades again at once."""
+    account = long_position(rig)
+    rig.set_price(4_400_000)  # ratio 439,560,000,000 / 400,000,000,000 < 1.10; no bids
+    assert account in rig.engine.margin.waiting
+    refused = rig.reject(
+        PlaceOrder(rig.ts, account, SYMBOL, SELL, LIMIT, 6_000_000, 1_000), Code.TRADING_FROZEN
+    )
+    assert "waiting for liquidity" in refused.msg
+    rig.transfer(3, "USDT", 2 * USDT)  # 1.0994: still due, still waiting
+    assert account in rig.engine.margin.waiting
+    rig.transfer(3, "USDT", 100 * USDT)  # 1.1239: rescued
+    assert account not in rig.engine.margin.waiting
+    assert rig.order(account, SELL, 6_000_000, 1_000).reply.status == NEW
+    assert audit.check(rig.engine) == []
+
+
 def test_no_liquidation_without_debt(rig: Rig) -> None:
     account = rig.open_margin(3, "BTC", 10_000_000)
     rig.set_price(P50K)

@@ -118,6 +118,21 @@ def books_sound(engine: Engine) -> list[str]:
     return problems
 
 
+def margin_waiting_sound(engine: Engine) -> list[str]:
+    """The margin accounts waiting for liquidity are exactly those that owe and stand at or
+    below their liquidation level: the waiting set is a function of the state, so a restart
+    or a replay finds the same one (the engine held a rescued account as waiting, and the
+    journal's replay disagreed with it)."""
+    margin = engine.margin
+    due = {account.id for account in margin.accounts.values() if margin.due(account)}
+    problems = []
+    for account_id in sorted(margin.waiting - due):
+        problems.append(f"margin account {account_id} waits for liquidity but is not due")
+    for account_id in sorted(due - margin.waiting):
+        problems.append(f"margin account {account_id} is due but not being liquidated")
+    return problems
+
+
 def futures_sound(engine: Engine) -> list[str]:
     """Per contract: long open interest == short open interest; the clearing account holds
     exactly the entry cost of open shorts minus that of open longs (reversed for inverse)
@@ -178,5 +193,6 @@ def check(engine: Engine) -> list[str]:
         + no_negative_balance(engine)
         + locks_match_orders(engine)
         + books_sound(engine)
+        + margin_waiting_sound(engine)
         + futures_sound(engine)
     )

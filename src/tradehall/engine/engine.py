@@ -209,8 +209,10 @@ class Engine:
         return state
 
     def _retry_waiting(self, symbol: str, ts: int) -> None:
-        """An order may have brought the liquidity an unfinished liquidation waits for."""
+        """An order may have brought the liquidity an unfinished liquidation waits for, or a
+        price at which the account is no longer due."""
         if self.margin.waiting and self.margin.waiting_on(symbol):
+            self.margin.release_rescued(symbol)
             start = len(self.spot.events)
             self._tell_margin()
             self.margin.sweep([symbol], ts)
@@ -281,7 +283,9 @@ class Engine:
         if cmd.amount <= 0:
             raise Reject(Code.BAD_PARAM, "amount must be positive")
         if cmd.into_margin:
-            return self.margin.transfer_in(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
+            account = self.margin.transfer_in(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
+            self.margin.release_rescued(account=account.id)
+            return account
         account = self.margin.transfer_out(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
         self._tell_margin()
         return account
@@ -294,6 +298,7 @@ class Engine:
         if self.ledger.free(account.id, cmd.asset) < cmd.amount:
             raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient free {cmd.asset} to repay")
         repaid = self.margin.repay(account, cmd.asset, cmd.amount, "repay", account.id)
+        self.margin.release_rescued(account=account.id)
         self._tell_margin()
         return repaid
 

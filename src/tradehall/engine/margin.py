@@ -455,24 +455,42 @@ class Margin:
         elif self.exhausted(account, pair):
             self.waiting.discard(account.id)
             self._cover_deficit(account, pair, ts)
-        else:
+        elif self.due(account):
             self.waiting.add(account.id)
+        else:  # what it sold lifted it above its level: done for now, it trades again
+            self.waiting.discard(account.id)
 
     def waiting_on(self, symbol: str) -> bool:
         return any(self.accounts[a].symbol == symbol for a in self.waiting)
 
+    def due(self, account: MarginAccount) -> bool:
+        """Whether ``account`` owes and stands at or below its liquidation level at its pair's
+        last price. An account waits for liquidity exactly while this holds, so that the
+        waiting set is a function of the state (a replay or a restart finds the same one)."""
+        price = self.spot.last_price.get(account.symbol)
+        spec = self.specs.get(account.symbol)
+        return bool(
+            price
+            and spec
+            and account.has_debt()
+            and self.risk(account, price).at_or_below(spec.liquidation_level)
+        )
+
     def restore_waiting(self) -> None:
         """After recovery: every account at or below its level waits for liquidity."""
-        for account in self.accounts.values():
-            price = self.spot.last_price.get(account.symbol)
-            spec = self.specs.get(account.symbol)
-            if (
-                price
-                and spec
-                and account.has_debt()
-                and self.risk(account, price).at_or_below(spec.liquidation_level)
-            ):
-                self.waiting.add(account.id)
+        self.waiting = {account.id for account in self.accounts.values() if self.due(account)}
+
+    def release_rescued(self, symbol: str | None = None, account: int | None = None) -> None:
+        """Waiting accounts (of ``symbol``, or just ``account``) no longer due: rescued by a
+        transfer in, a repayment or a better price, they trade again."""
+        for waiting in list(self.waiting):
+            held = self.accounts[waiting]
+            if account is not None and waiting != account:
+                continue
+            if symbol is not None and held.symbol != symbol:
+                continue
+            if not self.due(held):
+                self.waiting.discard(waiting)
 
     def _repay_from_free(self, account: MarginAccount, pair: PairSpec) -> None:
         for asset in (pair.base, pair.quote):

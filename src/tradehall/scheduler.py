@@ -20,6 +20,7 @@ from tradehall.engine.margin import HOUR_MS
 from tradehall.exchange import Exchange
 from tradehall.store.base import StoreError
 from tradehall.store.writer import GroupCommitter
+from tradehall.units import format_units
 
 log = logging.getLogger("tradehall.scheduler")
 
@@ -71,9 +72,13 @@ class Scheduler:
                     log.info("index source %s of %s left out: the book is thinner than its"
                              " depth", name, symbol)  # fmt: skip
                 elif source.status != NONE:
+                    places = self.exchange.engine.futures.contracts[symbol].price_precision
+                    # A stale feed has no value any more: its last pushed price says more.
+                    seen = source.value or source.fed
                     log.warning(
-                        "index source %s of %s left out: %s (its value %s ticks, index %s)",
-                        name, symbol, source.status, source.value, state.index,
+                        "index source %s of %s left out: %s (its price %s, the index %s)",
+                        name, symbol, source.status, format_units(seen, places),
+                        format_units(state.index, places),
                     )  # fmt: skip
 
     async def _run(self) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 import tradehall
 from support import ServerProcess, nats_unreachable, start_engine, start_gateway, start_server
+from tradehall.client import AdminClient
 
 LOG_FLAGS = ("--log-format", "json", "--access-log")
 
@@ -109,3 +110,24 @@ def test_a_second_signal_during_a_drain_is_logged_and_stops_at_once(tmp_path: Pa
     first = [m for m in messages if m.startswith("SIGTERM received: draining for 30s")]
     again = [m for m in messages if m == "SIGTERM received again: stopping at once"]
     assert first and again, messages
+
+
+def test_an_index_source_left_out_is_logged_with_its_price(tmp_path: Path) -> None:
+    """One line when a source is left out, naming its price and the index as prices (it
+    said 'its value 3000000 ticks, index 300000')."""
+    server = start_server(tmp_path / "data", "--log-format", "json")
+    try:
+        token = (tmp_path / "data" / "admin.token").read_text().strip()
+        with AdminClient(server.url, token) as admin:
+            for _ in range(3):
+                for feed, price in (("a", "30000"), ("b", "30000.2"), ("c", "300000")):
+                    body = {"contract": "E-BTC-USDT", "price": price, "feed": feed}
+                    answer = admin.request("POST", "/admin/v1/futures/index-price", body=body)
+                    assert answer.status_code == 200, answer.text
+                time.sleep(1.2)  # the scheduler's tick, once a second
+    finally:
+        logged = records(server)
+    lines = [r["message"] for r in logged if "index source c of E-BTC-USDT" in r["message"]]
+    assert lines, [r["message"] for r in logged]
+    assert lines[0].startswith("index source c of E-BTC-USDT left out: outlier (its price 300000.0")
+    assert "ticks" not in lines[0]

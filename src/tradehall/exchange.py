@@ -9,6 +9,7 @@ group committer, the offline CLI with ``commit_now``.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from tradehall.engine.futures_model import (
     FuturesOrderState,
 )
 from tradehall.engine.margin import MarginAccount
+from tradehall.engine.orders import SELL
 from tradehall.marketdata import INTERVALS, Bar, MarketData, keep_for
 from tradehall.secretbox import SecretBox
 from tradehall.selfservice_state import SelfServiceBook
@@ -45,6 +47,7 @@ from tradehall.store.journaled import JournaledStore
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 FORCED = frozenset({BY_LIQUIDATION, BY_ADL})
+risk_log = logging.getLogger("tradehall.risk")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,29 @@ class ExchangeStats:
             self.forced[key] = self.forced.get(key, 0) + 1
 
 
+def _log_forced(event: FuturesChanged) -> None:
+    """One line for each futures order the engine placed to close a position by force."""
+    doc = event.doc
+    if type(doc) is not FuturesOrderState or doc.source not in FORCED:
+        return
+    what = "liquidation" if doc.source == BY_LIQUIDATION else "auto-deleveraging"
+    held = "long" if doc.side == SELL else "short"  # the CLOSE sells a long
+    risk_log.warning(
+        "futures %s: order %d closed %d of %d contracts of user %d's %s on %s (%s)",
+        what, doc.id, doc.filled, doc.qty, doc.user, held, doc.contract, doc.status,
+    )  # fmt: skip
+
+
+def _log_margin_liquidated(engine: Engine, event: Liquidated) -> None:
+    account = engine.margin.accounts.get(event.account)
+    user = account.user if account is not None else 0
+    risk_log.warning(
+        "margin liquidation done: account %d of user %d on %s (insurance fund paid %d, written"
+        " off %d, in the quote's smallest units)",
+        event.account, user, event.symbol, event.deficit_covered, event.written_off,
+    )  # fmt: skip
+
+
 class Exchange:
     def __init__(
         self,
@@ -125,6 +151,9 @@ class Exchange:
         """Keep each batch's order and futures changes in order (``Batch.changes``) for the
         streams; set while a stream hub listens to commits."""
         self.failure: str | None = None
+        self._replaying = False
+        """Applying journal records (recovery, a standby, the projector): what they did was
+        logged when it happened, by the engine that did it."""
         """Set when a commit failed: from then on nothing is acknowledged (fail-stop)."""
         self._bars_changed = False
         """Trades moved bars since the last cut (``take_pending`` stages them)."""
@@ -213,6 +242,14 @@ class Exchange:
         """Apply journal record ``seq``'s entries as they were applied live, staging their
         rows. A command refused now was accepted then: the replay has diverged (a bug), and
         it stops there."""
+        self._replaying = True
+        try:
+            self._replay(entries, seq)
+        finally:
+            self._replaying = False
+        self.replayed = seq
+
+    def _replay(self, entries: list[Entry], seq: int) -> None:
         for entry in entries:
             kind = type(entry)
             if kind is UserRow:
@@ -242,7 +279,6 @@ class Exchange:
                         f"replaying journal record {seq} diverged: {type(entry).__name__}"
                         f" was refused ({exc.msg})"
                     ) from exc
-        self.replayed = seq
 
     # ----------------------------------------------------------------- state changes
 
@@ -295,8 +331,11 @@ class Exchange:
                     if event.kind == KIND_ORDER:
                         symbol = event.contract
                         versions[symbol] = versions.get(symbol, 0) + 1
-                        if not event.live and counting:
-                            stats.closed_order(event)
+                        if not event.live:
+                            if counting:
+                                stats.closed_order(event)
+                            if not self._replaying:
+                                _log_forced(event)
                 elif type(event) is TradeExecuted:
                     t = event.trade
                     if counting:
@@ -310,9 +349,12 @@ class Exchange:
                         t.symbol, t.id, t.time, t.price, t.qty, t.taker_side, t.quote
                     )
                     self._bars_changed = True
-                elif type(event) is Liquidated and counting:
-                    done = stats.margin_liquidations
-                    done[event.symbol] = done.get(event.symbol, 0) + 1
+                elif type(event) is Liquidated:
+                    if counting:
+                        done = stats.margin_liquidations
+                        done[event.symbol] = done.get(event.symbol, 0) + 1
+                    if not self._replaying:
+                        _log_margin_liquidated(self.engine, event)
         return result.reply
 
     def _touch_all_books(self) -> None:

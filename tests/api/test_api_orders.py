@@ -601,8 +601,12 @@ def test_get_order_errors(env: Env, alice: Client, bob: Client) -> None:
     assert_error(error_of(alice.get_order, "BTCUSDT", client_order_id="nope"), 400, -2013)
     assert_error(error_of(alice.get_order, "ETHUSDT", order["orderId"]), 400, -2013)
     assert_error(error_of(alice.get_order, "DOGEUSDT", order["orderId"]), 400, -1121)
-    # Neither orderId nor newClientOrderId; malformed ids.
-    assert_error(error_of(alice.get_order, "BTCUSDT"), 400, -1102)
+    # Neither orderId nor newClientOrderId (the refusal names both); malformed ids.
+    neither = error_of(alice.get_order, "BTCUSDT")
+    assert_error(neither, 400, -1102)
+    assert neither.msg == (
+        "mandatory parameter 'orderId' (or 'newClientOrderId') was not sent or is empty"
+    )
     for bad in ("abc", "-1", "0", "1.5"):
         assert_error(error_of(alice.get_order, "BTCUSDT", bad), 400, -1102)
     assert alice.get_order("BTCUSDT", order["orderId"])["status"] == "NEW"

@@ -476,6 +476,26 @@ def test_other_leverage_setting(rig_factory: MakeRig) -> None:
     assert rig.debts(account) == {"USDT": (200_000_000_000, 0)}
 
 
+def test_the_initial_level_refusal_names_the_level(rig_factory: MakeRig) -> None:
+    """10x with an initial level of 1.12: a loan within 10x (debts up to 9x the equity) can
+    still take the ratio below 1.12, and the refusal says which rule it broke (it said
+    "would exceed 10x leverage": the margin audit)."""
+    rig = rig_factory(spec=MarginSpec(SYMBOL, max_leverage=10, initial_level=11_200))
+    rig.set_price(P50K)
+    account = rig.open_margin(3, "USDT", 1_000 * USDT)
+    rig.order(1, SELL, P50K, 1_000_000)
+    # 0.192 BTC for 9,600 USDT, 8,600 of it borrowed (checked as held: assets 9,600, debts
+    # 8,600, equity 1,000): under 10x (debts up to 9x the equity), ratio 1.1163.
+    refused = rig.reject(PlaceOrder(rig.ts, account, SYMBOL, BUY, LIMIT, P50K, 192_000))
+    assert refused.msg == (
+        "insufficient margin: borrowing would take the account's risk ratio below its initial"
+        " level 1.12"
+    )
+    # 0.202 BTC, 9,100 borrowed: past 10x (9 x 1,000), and that is what is named.
+    refused = rig.reject(PlaceOrder(rig.ts, account, SYMBOL, BUY, LIMIT, P50K, 202_000))
+    assert refused.msg == "insufficient margin: borrowing would exceed 10x leverage"
+
+
 def test_pool_too_small_rejects(rig_factory: MakeRig) -> None:
     rig = rig_factory(pool={"USDT": 399_999_999_999, "BTC": 7_999_999})
     rig.set_price(P50K)

@@ -269,7 +269,10 @@ def order_ref(req: Reading) -> tuple[int | None, str | None]:
     order_id: int | None = req.value("orderId")
     client_id: str | None = req.value("newClientOrderId") or None
     if order_id is None and client_id is None:
-        raise req.missing("orderId")
+        raise ApiError(
+            Code.BAD_PARAM,
+            "mandatory parameter 'orderId' (or 'newClientOrderId') was not sent or is empty",
+        )
     return order_id, client_id
 
 

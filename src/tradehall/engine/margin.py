@@ -37,6 +37,7 @@ from tradehall.engine.markets import (
 )
 from tradehall.engine.orders import BUY, MARKET, SELL
 from tradehall.engine.spot import SpotMarkets
+from tradehall.units import format_units_trimmed
 
 MARGIN_ACCOUNT_BASE = 10**12
 """Margin account ids start here, far above any user id (a user's spot account is its id)."""
@@ -204,13 +205,18 @@ class Margin:
         for price in self.prices(account.symbol):
             risk = self.risk(account, price, (asset, amount, amount))
             equity = risk.assets - risk.debts
-            within_leverage = risk.debts <= (spec.max_leverage - 1) * equity
-            if within_leverage and risk.ratio_at_least(spec.initial_level):
-                continue
-            raise Reject(
-                Code.INSUFFICIENT_BALANCE,
-                f"insufficient margin: borrowing would exceed {spec.max_leverage}x leverage",
-            )
+            if risk.debts > (spec.max_leverage - 1) * equity:
+                raise Reject(
+                    Code.INSUFFICIENT_BALANCE,
+                    f"insufficient margin: borrowing would exceed {spec.max_leverage}x leverage",
+                )
+            if not risk.ratio_at_least(spec.initial_level):
+                level = format_units_trimmed(spec.initial_level, 4)
+                raise Reject(
+                    Code.INSUFFICIENT_BALANCE,
+                    "insufficient margin: borrowing would take the account's risk ratio below"
+                    f" its initial level {level}",
+                )
 
     def borrow(self, account: MarginAccount, asset: str, amount: int, ref: int) -> None:
         self.ledger.change(POOL_ACCOUNT, asset, -amount, 0, "loan", ref)

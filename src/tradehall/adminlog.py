@@ -23,8 +23,9 @@ MAX_PARAMS = 2000
 MAX_DETAIL = 1000
 MAX_AGENT = 80
 _HIDDEN = ("secret", "token", "password")
-_SUMMARY = ("id", "userId", "apiKey", "account", "asset", "amount", "txId", "duplicate",
-            "contract", "indexPrice", "feed", "feedPrice", "revoked", "started", "stopped",
+_SUMMARY = ("id", "userId", "apiKey", "account", "asset", "amount", "txId", "transferId",
+            "duplicate", "contract", "indexPrice", "feed", "feedPrice", "revoked", "started",
+            "stopped",
             "running", "cancelledOrders", "closedPositions", "spot", "futures", "settled",
             "hours", "charged")  # fmt: skip
 """The answer fields a success's ``detail`` keeps: what was created or changed."""

@@ -5,6 +5,7 @@ and the result; reads are not actions; never a secret; append-only, checked by t
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from typing import Any
 
@@ -90,9 +91,11 @@ def test_a_duplicate_deposit_and_a_feed_say_so_in_the_trail(env: Env) -> None:
     """A repeated deposit credits nothing: its entry must say duplicate, or an auditor adds
     it up twice; an index feed's entry names the feed and its price."""
     user = env.admin.create_user("bob")
-    env.admin.deposit(user["id"], "USDT", "100", "tx-dup")
+    made = env.admin.deposit(user["id"], "USDT", "100", "tx-dup")
     env.admin.deposit(user["id"], "USDT", "100", "tx-dup")
     env.admin.set_index_price("E-BTC-USDT", "30000", feed="venue-x")
     fed, again, first = log(env)[:3]
     assert '"duplicate":true' in again["detail"] and '"duplicate":false' in first["detail"]
+    # The entry joins the ledger by the transfer's id, as the answer gives it.
+    assert f'"transferId":{json.dumps(made["transferId"])}' in first["detail"]
     assert '"feed":"venue-x"' in fed["detail"] and '"feedPrice":"30000.0"' in fed["detail"]

@@ -232,11 +232,23 @@ def _external(
 
 
 def system_balances(ex: Exchange) -> dict[str, Any]:
-    """Balances of the exchange's own accounts."""
+    """Balances of the exchange's own accounts, and each contract's socialised losses."""
+    fx = ex.engine.futures
+    assets = ex.config.markets.assets
     return {
         "accounts": [
             {"account": name, **balances(ex, account)} for name, account in SYSTEM_ACCOUNTS.items()
-        ]
+        ],
+        "socialized": [
+            {
+                "contract": symbol,
+                "asset": contract.margin_coin,
+                "amount": format_units(
+                    fx.states[symbol].socialized, assets[contract.margin_coin].decimals
+                ),
+            }
+            for symbol, contract in sorted(fx.contracts.items())
+        ],
     }
 
 

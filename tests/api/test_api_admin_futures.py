@@ -12,6 +12,7 @@ from support import Env
 from tradehall import operations as ops
 from tradehall.api.openapi import OPERATIONS
 from tradehall.client import ApiError
+from tradehall.engine.commands import FuturesPlace, SetIndexPrice
 from tradehall.engine.futures_model import futures_account
 
 ADMIN = "/admin/v1"
@@ -159,3 +160,32 @@ def test_routes_are_admin_only_and_documented(env: Env) -> None:
     assert set(schema["required"]) == {"userId", "asset", "amount", "from", "to"}
     markets = doc["components"]["schemas"]["AdminMarketsWithContracts"]
     assert set(markets["required"]) == {"assets", "pairs", "contracts"}
+
+
+def test_the_system_view_shows_each_contracts_socialised_losses(env: Env) -> None:
+    """A loss nobody paid (here the close fee of a liquidation at its bankruptcy price, the
+    insurance fund empty) is socialised and recorded on the contract: the system view (and
+    `tradehall system`) says how much, per contract, in its margin coin."""
+    assert {s["contract"]: s["amount"] for s in env.admin.system()["socialized"]} == {
+        "E-BTC-USD": "0.00000000",
+        "E-BTC-USDT": ZERO,
+        "E-ETH-USDT": ZERO,
+    }
+    ts = env.clock.now
+    long_, short = funded_user(env, USDT="1000"), funded_user(env, USDT="1000")
+    for user in (long_, short):
+        env.admin.futures_transfer(user, "USDT", "1000", "spot", "futures")
+    ex = env.exchange
+    ex.apply(SetIndexPrice(ts, "E-BTC-USDT", 500_000))
+    ex.apply(FuturesPlace(ts, short, "E-BTC-USDT", "SELL", "OPEN", "LIMIT", 500_000, 10))
+    ex.apply(FuturesPlace(ts, long_, "E-BTC-USDT", "BUY", "OPEN", "MARKET", 0, 10, 0, 2))
+    # The only bid is at the long's bankruptcy price, 45,000.0; the index falls to 45,200.0.
+    ex.apply(FuturesPlace(ts, short, "E-BTC-USDT", "BUY", "OPEN", "LIMIT", 450_000, 10))
+    ex.apply(SetIndexPrice(ts + 1, "E-BTC-USDT", 452_000))
+    # Sold 10 @ 45,000.0: the margin pays the loss, the close fee 450 x 0.06 % = 0.27 is left.
+    socialized = {s["contract"]: s for s in env.admin.system()["socialized"]}
+    assert socialized["E-BTC-USDT"] == {
+        "contract": "E-BTC-USDT",
+        "asset": "USDT",
+        "amount": "0.27000000",
+    }

@@ -451,10 +451,21 @@ class AdminSystemAccount(Wire, frozen=True):
     balances: list[Balance]
 
 
+class AdminSocialized(Wire, frozen=True):
+    """Losses of a contract that nobody paid (the insurance fund was empty): its clearing
+    account received that much less than the closes' P&L."""
+
+    contract: str
+    asset: str
+    amount: DecimalText
+
+
 class AdminSystem(Wire, frozen=True):
-    """The exchange's own accounts: trading fees, margin lending pool, insurance fund."""
+    """The exchange's own accounts: trading fees, margin lending pool, insurance fund; and
+    each contract's socialised losses."""
 
     accounts: list[AdminSystemAccount]
+    socialized: list[AdminSocialized]
 
 
 class AdminAsset(Wire, frozen=True):

@@ -543,54 +543,57 @@ def test_linear_funding_rate_from_premium_band_and_payments() -> None:
     bid = r.order(3, LINEAR, BUY, OPEN, 200, 500_503)
     r.apply(FuturesTick(T0 + 4 * MINUTE))
     assert (state.premium_samples, state.premium_sum) == (4, 3 * 79_999 + 99_999)
-    # With one side thinner than the impact money there is nothing to sample.
+    # A side thinner than the impact money gives no premium: the minute counts as 0.
     r.apply(FuturesCancel(r.ts, 3, LINEAR, order_id=bid.id))
-    r.order(3, LINEAR, BUY, OPEN, 199, 500_503)
+    thin = r.order(3, LINEAR, BUY, OPEN, 199, 500_503)
     r.apply(FuturesTick(T0 + 5 * MINUTE))
-    assert state.premium_samples == 4
+    assert (state.premium_samples, state.premium_sum) == (5, 3 * 79_999 + 99_999)
     assert r.fx.states[LINEAR].last_funding_rate == 0
+    r.apply(FuturesCancel(r.ts, 3, LINEAR, order_id=thin.id))
+    r.order(3, LINEAR, BUY, OPEN, 200, 500_503)  # back for the interval's last sample
 
     free1, free4 = r.free(1, USDT), r.free(4, USDT)
     margin2 = r.short(2, LINEAR).margin
     fees, fund = r.fees(USDT), r.fund_balance(USDT)
 
     result = r.apply(FuturesTick(T0 + INTERVAL))
-    # premium = (3 x 79,999 + 99,999) / 4 = 84,999 (0.084999 %)
+    # The tick samples its minute first (99,999), then settles:
+    # premium = (3 x 79,999 + 99,999 + 0 + 99,999) / 6 = 73,332 (0.073332 %)
     # rate = premium + clamp(interest - premium, +-50,000)
-    #      = 84,999 + clamp(10,000 - 84,999 = -74,999) = 84,999 - 50,000 = 34,999
+    #      = 73,332 + clamp(10,000 - 73,332 = -63,332) = 73,332 - 50,000 = 23,332
     # (under the 750,000 cap). The mark is the index: median(50,000.3, 50,000.3 + the
     # basis average, last trade 50,000.3).
     record = funding_records(result)[LINEAR]
-    assert (record.rate, record.mark) == (34_999, 500_003)
-    assert r.fx.states[LINEAR].last_funding_rate == 34_999
+    assert (record.rate, record.mark) == (23_332, 500_003)
+    assert r.fx.states[LINEAR].last_funding_rate == 23_332
     # Longs pay (rate > 0), each its value at the mark x rate, rounded down:
     #   long 7: 7 x 0.001 x 50,000.3 = 350.0021 USDT = 35,000,210,000 units
-    #           x 0.00034999 = 12,249,723.49.. -> 12,249,723
-    #   long 2: 10,000,060,000 x 0.00034999 = 3,499,920.99.. -> 3,499,920
-    # The short is owed 45,000,270,000 x 0.00034999 = 15,749,644.49 -> 15,749,644, but
-    # receives exactly what was collected: 12,249,723 + 3,499,920 = 15,749,643.
-    assert r.free(1, USDT) == free1 - 12_249_723
-    assert r.free(4, USDT) == free4 - 3_499_920
-    assert r.short(2, LINEAR).margin == margin2 + 15_749_643  # isolated: into its margin
-    assert record.paid == 15_749_643
-    assert r.long(1, LINEAR).capital_fee == -12_249_723
-    assert r.long(4, LINEAR).capital_fee == -3_499_920
-    assert r.short(2, LINEAR).capital_fee == 15_749_643
+    #           x 0.00023332 = 8,166,248.99.. -> 8,166,248
+    #   long 2: 10,000,060,000 x 0.00023332 = 2,333,213.99.. -> 2,333,213
+    # The short is owed 45,000,270,000 x 0.00023332 = 10,499,462.99 -> 10,499,462, but
+    # receives exactly what was collected: 8,166,248 + 2,333,213 = 10,499,461.
+    assert r.free(1, USDT) == free1 - 8_166_248
+    assert r.free(4, USDT) == free4 - 2_333_213
+    assert r.short(2, LINEAR).margin == margin2 + 10_499_461  # isolated: into its margin
+    assert record.paid == 10_499_461
+    assert r.long(1, LINEAR).capital_fee == -8_166_248
+    assert r.long(4, LINEAR).capital_fee == -2_333_213
+    assert r.short(2, LINEAR).capital_fee == 10_499_461
     total = sum(p.capital_fee for p in r.fx.by_contract[LINEAR].values())
     assert total == 0
     assert (r.fees(USDT), r.fund_balance(USDT)) == (fees, fund)
     assert state.premium_samples == 0 and state.premium_sum == 0
     # The mark now carries the new rate over the time to the next funding (a whole interval):
-    #   index x (1 + 0.00034999 x 8 h / 8 h) = 500,003 + 174.99.. -> 500,177 (rounded down);
-    #   the basis average (1e-4 ticks): 4,000,000 after the 400-tick samples, then
-    #   += (5,000,000 - 4,000,000) x 2 // 31 = 64,516 -> 406 ticks -> 500,409;
-    #   median(500,177, 500,409, last 500,003) = 500,177.
-    assert state.basis_ema == 4_064_516
-    assert r.fx.mark(LINEAR) == 500_177
+    #   index x (1 + 0.00023332 x 8 h / 8 h) = 500,003 + 116.66.. -> 500,119 (rounded down);
+    #   the basis average (1e-4 ticks) starts at 0 and moves 2/31 of the way to each sample:
+    #   400, 400, 400, 500 ticks, 0 (the thin minute), 500 -> 1,198,676 -> 119 ticks ->
+    #   500,122; median(500,119, 500,122, last 500,003) = 500,119.
+    assert state.basis_ema == 1_198_676
+    assert r.fx.mark(LINEAR) == 500_119
 
     # Funding is due once per time: another tick in the same interval pays nothing.
     r.apply(FuturesTick(T0 + INTERVAL + 2 * MINUTE))
-    assert r.long(1, LINEAR).capital_fee == -12_249_723
+    assert r.long(1, LINEAR).capital_fee == -8_166_248
 
 
 def test_inverse_funding_capped_shorts_pay_longs() -> None:

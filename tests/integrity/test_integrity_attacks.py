@@ -26,6 +26,7 @@ from tradehall.engine.commands import (
     AdjustPositionMargin,
     CancelOrder,
     Deposit,
+    FuturesCancel,
     FuturesPlace,
     FuturesTick,
     FuturesTransfer,
@@ -361,6 +362,29 @@ def test_a_spoofed_book_cannot_drag_the_mark() -> None:
     assert venue.index() == FUT
     assert venue.mark() == FUT  # median(index, index + basis, last): the index
     assert liquidated == []
+    venue.audit_ok()
+
+
+def test_a_minute_of_deep_spoofing_moves_the_mark_by_a_minutes_share() -> None:
+    """The re-audit's case: 400 contracts bid at +2.4 % and 400 offered at +2.6 % (12,000 USDT
+    a side, past the impact money) on an otherwise empty futures book, and one contract traded
+    at the bid. The first premium sample used to become the basis average whole: the mark
+    jumped 2.4 % in one step and stayed after the spoof left (the empty book gave no more
+    samples), liquidating 50x and 100x traders. The average now starts from none and a minute
+    without a sample counts as none: the mark moves by 2/31 of the basis, then decays."""
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 2_000_000, 2)
+    bid = venue.futures(ALICE, BUY, "OPEN", 400, FUT * 1024 // 1000).reply  # 30,720.0
+    ask = venue.futures(BOB, SELL, "OPEN", 400, FUT * 1026 // 1000).reply  # 30,780.0
+    venue.futures(BOB, SELL, "OPEN", 1, FUT * 1024 // 1000)  # the last price: 30,720.0
+    venue.tick(61)
+    # basis 720.0 (7,200 ticks) x 2/31 -> 464 ticks: the mark 30,046.4, not 30,720.0.
+    assert venue.mark() == FUT + 7_200 * 2 // 31
+    for order in (bid, ask):
+        venue.apply(FuturesCancel(venue.ts, order.user, BTC_F, order_id=order.id))
+    venue.tick(60 * 30)
+    assert venue.mark() < FUT + 7_200 * 2 // 31 // 5  # half an hour of empty minutes: (29/31)^30
     venue.audit_ok()
 
 

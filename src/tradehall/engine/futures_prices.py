@@ -4,10 +4,10 @@
   trade, operator feeds), smoothed, filtered and bounded per second; or the price the operator
   pushed as an override.
 - Premium: once a minute, the basis of the contract's book at impact depth: (impact bid -
-  index) if above it, (impact ask - index) if below it, 0 between, at most 2.5 % of the index
-  (the impact prices: where the index's depth money fills on each side); / index, the funding
-  interval's samples are averaged, and an exponential moving average of the basis feeds the
-  mark.
+  index) if above it, (impact ask - index) if below it, 0 between or when a side is thinner
+  than the impact money, at most 2.5 % of the index (the impact prices: where the index's
+  depth money fills on each side); / index, the funding interval's samples are averaged, and
+  an exponential moving average of the basis, from 0, feeds the mark.
 - Mark: median(index x (1 + last funding rate x time left / interval), index + average basis,
   last trade price).
 - Funding, at the end of each interval: rate = premium + clamp(interest - premium, +-0.05 %),
@@ -98,16 +98,13 @@ def sample(fx: Futures, contract: ContractSpec, state: ContractState, ts: int) -
     if minute <= state.sample_minute or not state.index:
         return False
     state.sample_minute = minute
-    basis = impact_basis(fx, contract, state.index)
-    if basis is None:
-        return True
+    # A minute whose book is thinner than the impact money counts as no premium, and the
+    # average starts from none: a book spoofed for a minute moves funding by a minute's
+    # share of the interval and the mark by 2/31 of the basis, and both decay once it goes.
+    basis = impact_basis(fx, contract, state.index) or 0
     state.premium_sum += basis * RATE_ONE // state.index
     state.premium_samples += 1
-    scaled = basis * BASIS_SCALE
-    if state.basis_samples == 0:
-        state.basis_ema = scaled
-    else:
-        state.basis_ema += (scaled - state.basis_ema) * 2 // (BASIS_PERIOD + 1)
+    state.basis_ema += (basis * BASIS_SCALE - state.basis_ema) * 2 // (BASIS_PERIOD + 1)
     state.basis_samples += 1
     return True
 

@@ -80,7 +80,6 @@ from tradehall.engine.futures_model import (
     Position,
 )
 from tradehall.engine.futures_risk import maintenance, unrealized
-from tradehall.engine.liquidation import cross_equity
 from tradehall.engine.orders import FOK, GTC, IOC, LIMIT, MARKET, POST_ONLY
 from tradehall.engine.risk_bands import RiskBands
 from tradehall.engine.trigger_book import is_trailing, reached
@@ -285,7 +284,7 @@ class Run:
                     p.position_type == CROSS and COIN[p.contract] == coin
                     for p in fx.user_positions(user)
                 ):
-                    equity, needed = cross_equity(fx, user, coin)
+                    equity, needed = fx.cross_equity(user, coin)
                     assert equity > needed, (
                         f"user {user} {coin} cross equity {equity} <= {needed} after {cmd}"
                     )

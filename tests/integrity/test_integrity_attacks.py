@@ -440,6 +440,39 @@ def test_a_close_past_bankruptcy_cannot_make_the_fund_pay() -> None:
     venue.audit_ok()
 
 
+def test_a_cross_close_may_not_spend_the_cash_behind_other_losing_positions() -> None:
+    """The re-audit's case: Alice, cross at 100x, long ETH that has lost 600 of her 1,000, then
+    long BTC; a BTC CLOSE at the band's edge lost 758 to Bob, under its margin and the free
+    cash (629) but spending the cash that stood behind the ETH loss: the ETH position was then
+    bankrupt, and the fund paid Bob the gap by auto-deleveraging (-374 USDT). Such a CLOSE is
+    refused: after it the account's cross equity at the marks must not be below zero."""
+    eth, eth_price = "E-ETH-USDT", 200_000  # 2,000.00
+    venue = Venue()
+    honest_book(venue)
+    venue.fund(ALICE, 0, 0, 1_000)
+    venue.fund(BOB, 0, 0, 1_000_000)
+    venue.apply(Deposit(venue.ts, INSURANCE_ACCOUNT, "USDT", 100_000 * UNIT, "fund"))
+    for user in (ALICE, BOB):
+        for contract in (BTC_F, eth):
+            venue.apply(SetLeverage(venue.ts, user, contract, 100))
+    venue.apply(SetIndexPrice(venue.ts, eth, eth_price))
+    venue.apply(FuturesPlace(venue.ts, BOB, eth, SELL, "OPEN", LIMIT, eth_price, 1_000))
+    venue.apply(FuturesPlace(venue.ts, ALICE, eth, BUY, "OPEN", LIMIT, eth_price, 1_000))
+    venue.apply(SetIndexPrice(venue.ts, eth, eth_price * 97 // 100))  # ETH -3 %: -600 USDT
+    assert venue.fx.user_positions(ALICE)  # not liquidated
+    venue.futures(BOB, SELL, "OPEN", 500, FUT)
+    venue.futures(ALICE, BUY, "OPEN", 500, FUT)
+    fund = venue.fund_balance()
+    far = FUT * 95 // 100
+    venue.futures(BOB, BUY, "CLOSE", 500, far)
+    with pytest.raises(Reject) as refused:
+        venue.futures(ALICE, SELL, "CLOSE", 500, far)
+    assert refused.value.code == -1138
+    assert "margin and free cash" in refused.value.msg
+    assert venue.fund_balance() == fund
+    venue.audit_ok()
+
+
 def test_a_resting_close_whose_backing_shrank_is_cancelled_not_filled() -> None:
     """A CLOSE placed while the position's margin paid for its price, the margin then taken
     out: when a taker reaches it, it is cancelled rather than filled at the fund's cost."""

@@ -39,7 +39,7 @@ from tradehall.engine.futures_model import (
     futures_account,
 )
 from tradehall.engine.futures_risk import average_price, liquidation_price, maintenance, unrealized
-from tradehall.engine.liquidation import cross_equity, effective_margin
+from tradehall.engine.liquidation import effective_margin
 from tradehall.engine.orders import (
     BUY,
     CANCELED,
@@ -472,7 +472,7 @@ def margin_account(fx: Futures, user: int, coin: str) -> wire.FuturesMarginAccou
             cross_margin += p.margin
             cross_cost += p.cost
         groups.setdefault(p.contract, []).append(position(fx, p))
-    equity, cross_needed = cross_equity(fx, user, coin)
+    equity, cross_needed = fx.cross_equity(user, coin)
     vos = [
         wire.FuturesPositionGroup(
             fx.contracts[symbol].id,

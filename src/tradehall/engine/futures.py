@@ -46,7 +46,7 @@ from tradehall.engine.futures_model import (
     clearing_account,
     futures_account,
 )
-from tradehall.engine.futures_risk import maintenance_of, unrealized
+from tradehall.engine.futures_risk import maintenance, maintenance_of, unrealized
 from tradehall.engine.ledger import MAX_BALANCE, Ledger
 from tradehall.engine.orders import (
     BUY,
@@ -578,21 +578,45 @@ class Futures:
                     " the position would start at or below its maintenance margin",
                 )
 
+    def cross_equity(self, user: int, coin: str) -> tuple[int, int]:
+        """(equity, maintenance) of a user's cross positions in ``coin``, at the marks."""
+        free, locked = self.ledger.get(futures_account(user), coin)
+        equity = free + locked
+        needed = 0
+        for pos in self.user_positions(user):
+            contract = self.contracts[pos.contract]
+            if contract.margin_coin != coin:
+                continue
+            if pos.position_type == ISOLATED:
+                equity -= pos.margin
+                continue
+            mark = self.states[pos.contract].mark
+            equity += unrealized(contract, pos, mark)
+            needed += maintenance(contract, pos, mark)
+        return equity, needed
+
     def close_shortfall(
         self, contract: ContractSpec, pos: Position, qty: int, value: int, fee_rate: int
     ) -> int:
         """What the insurance fund would pay if ``qty`` of ``pos`` closed now for ``value``
-        (a fee at ``fee_rate``): the loss beyond the position's margin (isolated) or beyond
-        its margin and the account's free cash (cross); 0 when they cover it."""
+        (a fee at ``fee_rate``); 0 when what backs the position covers it. Isolated: the
+        loss beyond the position's margin. Cross: the loss beyond its margin and the free
+        cash, which the close pays at once, and also whatever it leaves the account's cross
+        equity below zero at the marks: cash that stood behind the account's other cross
+        positions' losses, spent on this close, would leave them bankrupt."""
         cost, release = self._close_share(pos, qty)
-        net = release + contract.pnl(pos.is_long, cost, value) - value * fee_rate // RATE_ONE
-        if net >= 0:
-            return 0
+        pnl = contract.pnl(pos.is_long, cost, value)
+        fee = value * fee_rate // RATE_ONE
+        net = release + pnl - fee
         if pos.position_type == ISOLATED:
-            cover = pos.margin - release
-        else:
-            cover = self.ledger.free(futures_account(pos.user), contract.margin_coin)
-        return max(0, -net - cover)
+            return max(0, -net - (pos.margin - release))
+        coin = contract.margin_coin
+        now = max(0, -net - self.ledger.free(futures_account(pos.user), coin))
+        mark = self.states[contract.symbol].mark
+        equity, _ = self.cross_equity(pos.user, coin)
+        if mark > 0:  # the closed part's P&L at the mark is in the equity: this replaces it
+            equity -= contract.pnl(pos.is_long, cost, contract.value(qty, mark))
+        return max(now, -(equity + pnl - fee))
 
     def check_exit(
         self, contract: ContractSpec, pos: Position, side: str, qty: int, price: int

@@ -39,30 +39,11 @@ MAX_ROUNDS = 1000
 """Bound on liquidation rounds per command (each round liquidates at least one position)."""
 
 
-def cross_equity(fx: Futures, user: int, coin: str) -> tuple[int, int]:
-    """(equity, maintenance) of a user's cross positions in ``coin``."""
-    account = futures_account(user)
-    free, locked = fx.ledger.get(account, coin)
-    equity = free + locked
-    needed = 0
-    for pos in fx.user_positions(user):
-        contract = fx.contracts[pos.contract]
-        if contract.margin_coin != coin:
-            continue
-        if pos.position_type == ISOLATED:
-            equity -= pos.margin
-            continue
-        mark = fx.states[pos.contract].mark
-        equity += unrealized(contract, pos, mark)
-        needed += maintenance(contract, pos, mark)
-    return equity, needed
-
-
 def cross_margin_for(fx: Futures, pos: Position) -> int:
     """The margin standing behind a cross position: the account's cross equity without
     this position's own unrealized P&L."""
     contract = fx.contracts[pos.contract]
-    equity, _ = cross_equity(fx, pos.user, contract.margin_coin)
+    equity, _ = fx.cross_equity(pos.user, contract.margin_coin)
     return equity - unrealized(contract, pos, fx.states[pos.contract].mark)
 
 
@@ -137,7 +118,7 @@ def _next_due(
             if key in checked_cross:
                 continue
             checked_cross.add(key)
-            equity, needed = cross_equity(fx, pos.user, contract.margin_coin)
+            equity, needed = fx.cross_equity(pos.user, contract.margin_coin)
             if equity <= needed:
                 return CROSS, pos
             if draw:

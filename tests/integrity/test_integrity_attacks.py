@@ -33,11 +33,17 @@ from tradehall.engine.commands import (
     PlaceOrder,
     SetIndexPrice,
     SetLeverage,
+    SettleFunding,
 )
 from tradehall.engine.contracts import IndexSpec
 from tradehall.engine.engine import Engine
 from tradehall.engine.futures import INSURANCE_ACCOUNT
-from tradehall.engine.futures_model import BY_LIQUIDATION, FuturesOrderState
+from tradehall.engine.futures_model import (
+    BY_LIQUIDATION,
+    FundingRecord,
+    FuturesOrderState,
+    futures_account,
+)
 from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL
 
 BTC_F = "E-BTC-USDT"
@@ -492,6 +498,58 @@ def test_a_resting_close_whose_backing_shrank_is_cancelled_not_filled() -> None:
     assert venue.fx.open_orders(ALICE, BTC_F) == []
     assert venue.fx.user_positions(ALICE)[0].volume == 1_000
     assert venue.fund_balance() == fund
+    venue.audit_ok()
+
+
+def test_funding_a_payer_cannot_pay_is_not_paid_by_the_fund() -> None:
+    """The second re-audit's cases: funding was taken from a cross payer's free cash only (or
+    an isolated position's margin) and the fund paid the rest to the receivers; a cross
+    account that parked its cash in a far order's hold, or an isolated position left with
+    little margin, had the fund pay its colluding counterparty, up to 0.75 % of the position
+    a funding time. Now a cross payer pays from its free cash and then the position's margin,
+    an isolated one from its margin up to what it is worth at the mark; the receivers share
+    what was paid; the fund pays nothing."""
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 2_000_000, 2)
+    venue.apply(Deposit(venue.ts, INSURANCE_ACCOUNT, "USDT", 100_000 * UNIT, "fund"))
+    venue.fund(VICTIM, 0, 0, 619)  # the cross payer
+    for user in (VICTIM, ALICE):
+        venue.apply(SetLeverage(venue.ts, user, BTC_F, 100))
+    venue.futures(BOB, SELL, "OPEN", 2_000, FUT)
+    venue.futures(VICTIM, BUY, "OPEN", 1_000, FUT)  # cross: margin 300, fee 18
+    # ... which parks its cash in a far bid's hold (1,960 x 0.153): ~1.12 USDT left free.
+    venue.futures(VICTIM, BUY, "OPEN", 1_960, FUT // 2)
+    assert venue.engine.ledger.free(futures_account(VICTIM), "USDT") < 2 * UNIT
+    venue.apply(FuturesPlace(venue.ts, ALICE, BTC_F, BUY, "OPEN", MARKET, 0, 1_000, 0, 2))
+    # A deep book 1 % over the index for five minutes.
+    venue.futures(BOB, BUY, "OPEN", 400, FUT * 101 // 100)
+    venue.futures(BOB, SELL, "OPEN", 400, FUT * 102 // 100)
+    venue.tick(300)
+    # Alice's isolated long under water: margin 300, worth ~175 at the mark.
+    venue.apply(SetIndexPrice(venue.ts, BTC_F, FUT * 993 // 1000))
+    alice = venue.fx.user_positions(ALICE)[0]
+    margin, cost = alice.margin, alice.cost
+    fund = venue.fund_balance()
+    cross_before = sum(venue.engine.ledger.get(futures_account(VICTIM), "USDT"))
+    settled = venue.apply(SettleFunding(venue.ts, BTC_F))
+    (record,) = [
+        d for e in settled.events if isinstance(d := getattr(e, "doc", None), FundingRecord)
+    ]
+    contract = venue.fx.contracts[BTC_F]
+    owed = contract.value(1_000, record.mark) * record.rate // 10**8  # rate ~0.66 %
+    worth = margin + contract.pnl(True, cost, contract.value(1_000, record.mark))
+    assert 0 < worth < owed
+    # The cross payer paid it all (its free cash, the rest from its position's margin).
+    assert -venue.fx.user_positions(VICTIM)[0].capital_fee == owed
+    assert sum(venue.engine.ledger.get(futures_account(VICTIM), "USDT")) == cross_before - owed
+    # The isolated payer paid what its position was worth, and Bob got what was paid.
+    assert -alice.capital_fee == worth
+    (bob,) = [p for p in venue.fx.user_positions(BOB) if not p.is_long]
+    assert bob.capital_fee == owed + worth
+    assert venue.fund_balance() >= fund  # Alice's liquidation, if any, left a surplus
+    venue.tick()
+    assert venue.fund_balance() >= fund
     venue.audit_ok()
 
 

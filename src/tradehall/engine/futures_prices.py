@@ -30,6 +30,7 @@ from tradehall.engine.futures_model import (
     Position,
     futures_account,
 )
+from tradehall.engine.futures_risk import unrealized
 
 MINUTE_MS = 60_000
 BASIS_SCALE = 10_000
@@ -144,8 +145,15 @@ def _exchange_payments(
 ) -> int:
     """Collect from the paying side, then share exactly what was collected among the
     receiving side in proportion to what each is owed (largest remainders get the last
-    units). A payer that cannot pay in full is covered by the insurance fund; if even the
-    fund is short, the receivers get less: payments always net to zero."""
+    units): payments always net to zero, and the insurance fund pays none of them.
+
+    A payer pays what it owes out of what backs its position, never past bankruptcy: an
+    isolated position from its margin, at most what it is worth at the mark (margin +
+    unrealized P&L); a cross one from the account's free cash and then the position's
+    margin, at most the account's cross equity at the marks. What a payer cannot pay, the
+    receivers do not get. (The fund used to cover it: a cross account that parked its cash
+    in a far order's hold before funding, or an isolated position left with little margin,
+    had the fund pay its colluding counterparty.)"""
     ledger = fx.ledger
     coin = contract.margin_coin
     pay_long = rate > 0
@@ -162,18 +170,18 @@ def _exchange_payments(
             continue
         account = futures_account(pos.user)
         if pos.position_type == ISOLATED:
-            paid = min(amount, pos.margin)
+            worth = pos.margin + unrealized(contract, pos, mark)
+            paid = max(0, min(amount, pos.margin, worth))
             pos.margin -= paid
             ledger.change(account, coin, 0, -paid, "funding", pos.id)
         else:
-            paid = min(amount, ledger.free(account, coin))
-            ledger.change(account, coin, -paid, 0, "funding", pos.id)
-        short = amount - paid
-        if short:
-            cover = min(short, ledger.free(INSURANCE_ACCOUNT, coin))
-            if cover:
-                ledger.change(INSURANCE_ACCOUNT, coin, -cover, 0, "funding", pos.id)
-            paid += cover
+            equity, _ = fx.cross_equity(pos.user, coin)
+            due = max(0, min(amount, equity))
+            from_free = min(due, ledger.free(account, coin))
+            from_margin = min(due - from_free, pos.margin)
+            pos.margin -= from_margin
+            ledger.change(account, coin, -from_free, -from_margin, "funding", pos.id)
+            paid = from_free + from_margin
         pos.capital_fee -= paid
         pos.mtime = ts
         collected += paid

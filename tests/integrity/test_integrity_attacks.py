@@ -479,6 +479,62 @@ def test_a_cross_close_may_not_spend_the_cash_behind_other_losing_positions() ->
     venue.audit_ok()
 
 
+def test_a_partial_close_may_not_leave_the_rest_bankrupt() -> None:
+    """The third re-audit's case: an isolated 100x long opened 0.45 % over the mark (an
+    unrealized loss from the start), then a partial CLOSE at the band's edge whose loss just
+    fits the whole position's margin: the rest was left with no margin and its own loss, was
+    liquidated and deleveraged at the mark against the colluder, and the fund paid the gap
+    (-1,102 USDT; ~2 % of the position a round at 20x). The part left open must still be
+    worth something at the mark after a close."""
+    eth, index = "E-ETH-USDT", 200_000  # 2,000.00
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 2_000_000, 2)
+    venue.apply(Deposit(venue.ts, INSURANCE_ACCOUNT, "USDT", 100_000 * UNIT, "fund"))
+    venue.apply(SetIndexPrice(venue.ts, eth, index))
+    for user in (ALICE, BOB):
+        venue.apply(SetLeverage(venue.ts, user, eth, 100))
+    entry = 200_900  # 2,009.00: as far over the mark as a 100x OPEN may go
+    venue.apply(FuturesPlace(venue.ts, BOB, eth, SELL, "OPEN", LIMIT, entry, 15_000, 0, 2))
+    venue.apply(FuturesPlace(venue.ts, ALICE, eth, BUY, "OPEN", LIMIT, entry, 15_000, 0, 2))
+    fund = venue.fund_balance()
+    edge = index * 95 // 100
+    venue.apply(FuturesPlace(venue.ts, BOB, eth, BUY, "CLOSE", LIMIT, edge, 2_735, 0, 2))
+    with pytest.raises(Reject) as refused:
+        venue.apply(FuturesPlace(venue.ts, ALICE, eth, SELL, "CLOSE", LIMIT, edge, 2_735, 0, 2))
+    assert refused.value.code == -1138
+    # A small close near the mark still goes through.
+    venue.apply(FuturesPlace(venue.ts, BOB, eth, BUY, "OPEN", LIMIT, index, 100, 0, 2))
+    venue.apply(FuturesPlace(venue.ts, ALICE, eth, SELL, "CLOSE", LIMIT, index, 100, 0, 2))
+    assert venue.fx.user_positions(ALICE)[0].volume == 14_900
+    assert venue.fund_balance() == fund
+    venue.audit_ok()
+
+
+def test_a_cross_partial_close_at_a_loss_is_paid_from_the_positions_margin() -> None:
+    """The third re-audit's N1: a cross account with all its cash in its position's margin
+    (equity ~1,700) could not close 100 contracts at a loss of ~110: only the closed part's
+    margin and the free cash counted. The rest of the position's margin pays now, as for an
+    isolated one, while the account's cross equity stays >= 0."""
+    eth, index = "E-ETH-USDT", 200_000
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 2_000_000, 2)
+    venue.fund(VICTIM, 0, 0, 3_195)  # margin 3,013.5 and the taker fee 180.81: ~0.7 left free
+    venue.apply(SetIndexPrice(venue.ts, eth, index))
+    for user in (VICTIM, BOB):
+        venue.apply(SetLeverage(venue.ts, user, eth, 100))
+    venue.apply(FuturesPlace(venue.ts, BOB, eth, SELL, "OPEN", LIMIT, 200_900, 15_000))
+    venue.apply(FuturesPlace(venue.ts, VICTIM, eth, BUY, "OPEN", LIMIT, 200_900, 15_000))
+    assert venue.engine.ledger.free(futures_account(VICTIM), "USDT") < UNIT
+    edge = index * 95 // 100
+    venue.apply(FuturesPlace(venue.ts, BOB, eth, BUY, "CLOSE", LIMIT, edge, 100))
+    closed = venue.apply(FuturesPlace(venue.ts, VICTIM, eth, SELL, "CLOSE", LIMIT, edge, 100))
+    assert closed.reply.filled == 100
+    assert venue.fx.user_positions(VICTIM)[0].volume == 14_900
+    venue.audit_ok()
+
+
 def test_a_resting_close_whose_backing_shrank_is_cancelled_not_filled() -> None:
     """A CLOSE placed while the position's margin paid for its price, the margin then taken
     out: when a taker reaches it, it is cancelled rather than filled at the fund's cost."""

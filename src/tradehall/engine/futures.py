@@ -599,20 +599,29 @@ class Futures:
         self, contract: ContractSpec, pos: Position, qty: int, value: int, fee_rate: int
     ) -> int:
         """What the insurance fund would pay if ``qty`` of ``pos`` closed now for ``value``
-        (a fee at ``fee_rate``); 0 when what backs the position covers it. Isolated: the
-        loss beyond the position's margin. Cross: the loss beyond its margin and the free
-        cash, which the close pays at once, and also whatever it leaves the account's cross
-        equity below zero at the marks: cash that stood behind the account's other cross
-        positions' losses, spent on this close, would leave them bankrupt."""
+        (a fee at ``fee_rate``), at once or by what the close leaves bankrupt at the marks;
+        0 when what backs the position covers it. Isolated: the close's loss is paid from the
+        position's margin, and the part left open must still be worth something at the mark
+        (margin left + its unrealized P&L >= 0): a partial close at a loss could otherwise
+        spend the margin behind the rest's own loss, and the fund would pay it at the rest's
+        liquidation. Cross: the loss is paid from the free cash and then the position's
+        margin, and the account's cross equity at the marks must stay >= 0 after it (cash
+        behind the other cross positions' losses is not this close's to spend)."""
         cost, release = self._close_share(pos, qty)
         pnl = contract.pnl(pos.is_long, cost, value)
         fee = value * fee_rate // RATE_ONE
         net = release + pnl - fee
-        if pos.position_type == ISOLATED:
-            return max(0, -net - (pos.margin - release))
-        coin = contract.margin_coin
-        now = max(0, -net - self.ledger.free(futures_account(pos.user), coin))
+        rest_margin = pos.margin - release
         mark = self.states[contract.symbol].mark
+        if pos.position_type == ISOLATED:
+            rest = rest_margin + min(0, net)
+            if mark > 0 and qty < pos.volume:
+                left = pos.volume - qty
+                rest += contract.pnl(pos.is_long, pos.cost - cost, contract.value(left, mark))
+            return max(0, -rest)
+        coin = contract.margin_coin
+        free = self.ledger.free(futures_account(pos.user), coin)
+        now = max(0, -net - free - rest_margin)
         equity, _ = self.cross_equity(pos.user, coin)
         if mark > 0:  # the closed part's P&L at the mark is in the equity: this replaces it
             equity -= contract.pnl(pos.is_long, cost, contract.value(qty, mark))
@@ -871,8 +880,8 @@ class Futures:
         """Close ``qty`` of ``pos`` at trade value ``value``: release its share of the
         margin, realize P&L against the clearing account, charge ``fee``.
 
-        What the account cannot pay comes from the isolated position's remaining margin (or,
-        cross, from free cash), then from the insurance fund; whatever is still missing is
+        What the account cannot pay comes from the position's remaining margin (cross: from
+        the free cash first), then from the insurance fund; whatever is still missing is
         socialised (taken short from the clearing account and recorded on the contract).
         With ``to_fund`` (liquidation of an isolated position) what is left over goes to
         the insurance fund instead of the account."""
@@ -901,12 +910,11 @@ class Futures:
                 ledger.change(account, coin, net, -release, "close", ref)
         else:
             due = -net
-            from_locked = from_free = 0
-            if pos.position_type == ISOLATED:
-                from_locked = min(due, pos.margin)
-                pos.margin -= from_locked
-            else:
+            from_free = 0
+            if pos.position_type != ISOLATED:  # cross: the free cash first
                 from_free = min(due, ledger.free(account, coin))
+            from_locked = min(due - from_free, pos.margin)  # then the rest of the margin
+            pos.margin -= from_locked
             due -= from_locked + from_free
             from_fund = min(due, ledger.free(INSURANCE_ACCOUNT, coin))
             social = due - from_fund

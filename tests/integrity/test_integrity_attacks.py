@@ -535,6 +535,30 @@ def test_a_cross_partial_close_at_a_loss_is_paid_from_the_positions_margin() -> 
     venue.audit_ok()
 
 
+def test_a_resting_open_the_mark_left_behind_is_cancelled_not_filled() -> None:
+    """The fourth re-audit's case: a 100x BUY OPEN resting at the mark, the mark then 3.3 %
+    lower (an honest move), a colluder's SELL filling it: the long was bankrupt on arrival,
+    liquidated and deleveraged at the mark against the colluder, the fund paying the gap
+    (-700 USDT on 1,000 contracts; -93,500 in one trade sized to the fund). The far-from-the-
+    mark rule now holds when a resting OPEN fills, not only when it is placed."""
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 2_000_000, 2)
+    venue.apply(Deposit(venue.ts, INSURANCE_ACCOUNT, "USDT", 100_000 * UNIT, "fund"))
+    venue.apply(SetLeverage(venue.ts, ALICE, BTC_F, 100))
+    bid = venue.apply(FuturesPlace(venue.ts, ALICE, BTC_F, BUY, "OPEN", LIMIT, FUT, 1_000, 0, 2))
+    assert bid.reply.status == "NEW"
+    venue.apply(SetIndexPrice(venue.ts, BTC_F, FUT * 967 // 1000))  # the mark 3.3 % lower
+    fund = venue.fund_balance()
+    sold = venue.futures(BOB, SELL, "OPEN", 1_000, FUT)
+    orders = [d for e in sold.events if isinstance(d := getattr(e, "doc", None), FuturesOrderState)]
+    assert any(d.id == bid.reply.id and d.status == "CANCELED" for d in orders)
+    assert venue.fx.user_positions(ALICE) == []
+    assert sold.reply.filled == 0  # it rests instead
+    assert venue.fund_balance() == fund
+    venue.audit_ok()
+
+
 def test_a_resting_close_whose_backing_shrank_is_cancelled_not_filled() -> None:
     """A CLOSE placed while the position's margin paid for its price, the margin then taken
     out: when a taker reaches it, it is cancelled rather than filled at the fund's cost."""

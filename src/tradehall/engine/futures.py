@@ -414,10 +414,19 @@ class Futures:
             raise Reject(Code.BAD_PARAM, f"volume above the maximum ({maximum})")
 
     def plan(
-        self, contract: ContractSpec, user: int, side: str, limit: int, volume: int, money: int
+        self,
+        contract: ContractSpec,
+        user: int,
+        side: str,
+        limit: int,
+        volume: int,
+        money: int,
+        void: set[int] | None = None,
     ) -> tuple[list[Fill], bool]:
         """The taker fills an order would get now, skipping the user's own resting orders
-        (self-trade prevention cancels them), and whether they reach the order's size. With
+        (self-trade prevention cancels them) and the orders that may no longer trade at their
+        price (``_maker_void``: matching cancels them; their ids are added to ``void``, for
+        matching to cancel exactly these), and whether they reach the order's size. With
         ``money`` the order is sized by value: its size is reached when what is left of the
         money no longer pays for one contract at the level it stopped at (matching cannot
         skip a level), or, once the book ran out, at the last price it traded at; not when
@@ -437,7 +446,12 @@ class Futures:
             node = level.head
             while node is not None:
                 if node.account != account:
-                    offered += node.qty - node.filled
+                    assert isinstance(node, FuturesOrder)
+                    if self._maker_void(contract, node):
+                        if void is not None:
+                            void.add(node.id)
+                    else:
+                        offered += node.qty - node.filled
                 node = node.next
             if not offered:
                 continue  # only the user's own orders: self-trade prevention cancels them
@@ -482,7 +496,8 @@ class Futures:
         contract, setting = self.validate(cmd)
         symbol = contract.symbol
         bound = cmd.price if cmd.type == LIMIT else self.band_edge(contract, cmd.side)
-        fills, reached = self.plan(contract, cmd.user, cmd.side, bound, cmd.volume, cmd.money)
+        void: set[int] = set()
+        fills, reached = self.plan(contract, cmd.user, cmd.side, bound, cmd.volume, cmd.money, void)
         if cmd.action == CLOSE and source != BY_LIQUIDATION:
             closing = self.positions[(cmd.user, symbol, opposite(cmd.side))]
             if cmd.type == LIMIT:
@@ -540,7 +555,7 @@ class Futures:
             self.emit_setting(setting)
         # Fills short of the order's size end it CANCELED, a MARKET OPEN's too: its quantity
         # is what the book offered, not what its money asked for.
-        return self.execute(contract, book, order, hold, complete=reached, bound=bound)
+        return self.execute(contract, book, order, hold, complete=reached, bound=bound, void=void)
 
     def band_edge(self, contract: ContractSpec, side: str) -> int:
         """The worst price an order on ``side`` may trade at: the price band's edge around
@@ -564,12 +579,8 @@ class Futures:
         mark = self.states[contract.symbol].mark
         if mark <= 0:
             return
-        is_long = side == BUY
         for price, qty in entries:
-            cost = contract.value(qty, price)
-            value = contract.value(qty, mark)
-            pnl = contract.pnl(is_long, cost, value)
-            if pnl < 0 and cost // leverage + pnl <= maintenance_of(contract, value):
+            if self._entry_too_far(contract, side, leverage, price, qty, mark):
                 at = format_units(price, contract.price_precision)
                 raise Reject(
                     Code.PRICE_RANGE,
@@ -658,6 +669,17 @@ class Futures:
         return len(fills)
 
     @staticmethod
+    def _entry_too_far(
+        contract: ContractSpec, side: str, leverage: int, price: int, qty: int, mark: int
+    ) -> bool:
+        """Whether ``qty`` opened at ``price`` would start at or below its maintenance margin
+        (margin value / leverage, P&L at ``mark``)."""
+        cost = contract.value(qty, price)
+        value = contract.value(qty, mark)
+        pnl = contract.pnl(side == BUY, cost, value)
+        return pnl < 0 and cost // leverage + pnl <= maintenance_of(contract, value)
+
+    @staticmethod
     def _would_take(book: OrderBook, order: FuturesOrder) -> bool:
         """Whether the order meets the opposite side at all (own orders included)."""
         best = book.opposite(order.side).best()
@@ -674,6 +696,7 @@ class Futures:
         *,
         complete: bool = True,
         bound: int = 0,
+        void: set[int] | None = None,
     ) -> FuturesOrderState:
         """Hold, match, then rest or end a validated order. ``complete`` False: the planned
         fills fall short of the order's size (for a MARKET OPEN, whose quantity is what the
@@ -688,7 +711,7 @@ class Futures:
             ].pending_close += order.qty
         if order.client_id:
             self.by_client_id[(order.user, order.symbol, order.client_id)] = order.id
-        self.match(contract, book, order, bound)
+        self.match(contract, book, order, bound, void)
         if order.type == LIMIT and order.tif in (GTC, POST_ONLY) and order.filled < order.qty:
             order.status = PARTIALLY_FILLED if order.filled else NEW
             book.rest(order)
@@ -699,10 +722,18 @@ class Futures:
         return self.emit_order(order)
 
     def match(
-        self, contract: ContractSpec, book: OrderBook, taker: FuturesOrder, bound: int = 0
+        self,
+        contract: ContractSpec,
+        book: OrderBook,
+        taker: FuturesOrder,
+        bound: int = 0,
+        void: set[int] | None = None,
     ) -> None:
         """Fill ``taker`` against the book up to its limit price, or for a MARKET order up to
-        ``bound`` (the price band's edge; 0: none)."""
+        ``bound`` (the price band's edge; 0: none). Resting orders that may no longer trade
+        at their price are cancelled as they are met: those ``plan`` found (``void``, so that
+        what the taker holds covers exactly the levels it planned), else as ``_maker_void``
+        finds them now."""
         opposite_side = book.opposite(taker.side)
         is_buy = taker.side == BUY
         limit = taker.price if taker.type == LIMIT else bound
@@ -717,17 +748,34 @@ class Futures:
                 following = maker.next
                 assert isinstance(maker, FuturesOrder)
                 qty = min(maker.qty - maker.filled, taker.qty - taker.filled)
-                if maker.account == taker.account:
-                    self.cancel_resting(maker, taker.time)
-                elif self._past_bankruptcy(contract, maker, qty, maker.price, maker=True):
-                    # Its position's backing shrank since it rested (funding, margin taken
-                    # out, a cross account's cash): it may no longer trade at that price.
+                if maker.account == taker.account or (
+                    maker.id in void if void is not None else self._maker_void(contract, maker)
+                ):  # self-trade prevention; an order that may no longer trade at its price
                     self.cancel_resting(maker, taker.time)
                 elif self._past_bankruptcy(contract, taker, qty, maker.price, maker=False):
                     return
                 else:
                     self.fill(contract, book, taker, maker, qty, maker.price, taker.time)
                 maker = following
+
+    def _maker_void(self, contract: ContractSpec, maker: FuturesOrder) -> bool:
+        """Whether a resting order may no longer trade at its price, for all it has left: a
+        CLOSE whose position's backing shrank since it rested (funding, margin taken out, a
+        cross account's cash), or an OPEN the mark moved away from, which would open a
+        position at or below its maintenance margin (bankrupt on arrival, the fund paying its
+        counterparty the gap at its liquidation)."""
+        rest = maker.qty - maker.filled
+        return self._past_bankruptcy(
+            contract, maker, rest, maker.price, maker=True
+        ) or self._open_too_far(contract, maker, rest)
+
+    def _open_too_far(self, contract: ContractSpec, order: FuturesOrder, qty: int) -> bool:
+        if order.action != OPEN:
+            return False
+        mark = self.states[contract.symbol].mark
+        return mark > 0 and self._entry_too_far(
+            contract, order.side, order.leverage, order.price, qty, mark
+        )
 
     def _past_bankruptcy(
         self, contract: ContractSpec, order: FuturesOrder, qty: int, price: int, *, maker: bool

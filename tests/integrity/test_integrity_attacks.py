@@ -511,6 +511,29 @@ def test_a_partial_close_may_not_leave_the_rest_bankrupt() -> None:
     venue.audit_ok()
 
 
+def test_a_limit_close_with_a_slippage_cap_past_bankruptcy_takes_what_it_can_pay() -> None:
+    """The fifth audit's case: a 50x long's SELL LIMIT CLOSE at 29,100 (a bot's slippage cap,
+    past the position's bankruptcy) was refused outright although the book bid 29,900, and a
+    stop-limit priced so ended REJECTED, the position left unprotected. It now trades what
+    the position can pay, like a MARKET CLOSE; what it cannot pay at its limit is cancelled
+    rather than rested."""
+    venue = Venue()
+    honest_book(venue)
+    attackers(venue, 2_000_000, 2)
+    venue.apply(SetLeverage(venue.ts, ALICE, BTC_F, 50))
+    venue.futures(BOB, SELL, "OPEN", 200, FUT)
+    venue.apply(FuturesPlace(venue.ts, ALICE, BTC_F, BUY, "OPEN", MARKET, 0, 200, 0, 2))
+    venue.futures(BOB, BUY, "OPEN", 150, FUT - 1_000)  # 29,900.0
+    cap = FUT - 9_000  # 29,100.0: past bankruptcy (~29,400) for the whole 200
+    first = venue.futures(ALICE, SELL, "CLOSE", 100, cap).reply
+    assert (first.status, first.filled) == ("FILLED", 100)
+    second = venue.futures(ALICE, SELL, "CLOSE", 100, cap).reply  # 50 left at 29,900.0
+    assert (second.status, second.filled) == ("CANCELED", 50)  # the rest does not rest
+    assert venue.fx.open_orders(ALICE, BTC_F) == []
+    assert venue.fx.user_positions(ALICE)[0].volume == 50
+    venue.audit_ok()
+
+
 def test_a_cross_partial_close_at_a_loss_is_paid_from_the_positions_margin() -> None:
     """The third re-audit's N1: a cross account with all its cash in its position's margin
     (equity ~1,700) could not close 100 contracts at a loss of ~110: only the closed part's

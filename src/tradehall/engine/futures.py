@@ -498,16 +498,22 @@ class Futures:
         bound = cmd.price if cmd.type == LIMIT else self.band_edge(contract, cmd.side)
         void: set[int] = set()
         fills, reached = self.plan(contract, cmd.user, cmd.side, bound, cmd.volume, cmd.money, void)
+        keep_rest = True
         if cmd.action == CLOSE and source != BY_LIQUIDATION:
+            # A close trades no further than the position can pay; what it cannot pay at its
+            # limit does not rest (a LIMIT that would only rest there is refused).
             closing = self.positions[(cmd.user, symbol, opposite(cmd.side))]
-            if cmd.type == LIMIT:
+            cut = self.exit_levels(contract, closing, fills)
+            if cut < len(fills):  # stop before the first level the position cannot pay
+                price = fills[cut][0]
+                bound = price + 1 if cmd.side == SELL else max(1, price - 1)
+                fills, reached, keep_rest = fills[:cut], False, False
+            if cmd.type == LIMIT and not fills:
                 self.check_exit(contract, closing, cmd.side, cmd.volume, cmd.price)
-            else:
-                cut = self.exit_levels(contract, closing, fills)
-                if cut < len(fills):  # stop before the first level the position cannot pay
-                    price = fills[cut][0]
-                    bound = price + 1 if cmd.side == SELL else max(1, price - 1)
-                    fills, reached = fills[:cut], False
+            elif cmd.type == LIMIT and keep_rest:
+                value = contract.value(cmd.volume, cmd.price)
+                fee = contract.close_taker_fee
+                keep_rest = self.close_shortfall(contract, closing, cmd.volume, value, fee) <= 0
         planned = sum(q for _, q in fills)
         volume = planned if cmd.money else cmd.volume
         rests = cmd.type == LIMIT and cmd.tif in (GTC, POST_ONLY)
@@ -555,7 +561,9 @@ class Futures:
             self.emit_setting(setting)
         # Fills short of the order's size end it CANCELED, a MARKET OPEN's too: its quantity
         # is what the book offered, not what its money asked for.
-        return self.execute(contract, book, order, hold, complete=reached, bound=bound, void=void)
+        return self.execute(
+            contract, book, order, hold, complete=reached, bound=bound, void=void, rests=keep_rest
+        )
 
     def band_edge(self, contract: ContractSpec, side: str) -> int:
         """The worst price an order on ``side`` may trade at: the price band's edge around
@@ -697,11 +705,13 @@ class Futures:
         complete: bool = True,
         bound: int = 0,
         void: set[int] | None = None,
+        rests: bool = True,
     ) -> FuturesOrderState:
         """Hold, match, then rest or end a validated order. ``complete`` False: the planned
         fills fall short of the order's size (for a MARKET OPEN, whose quantity is what the
         book offered, not what its money asked for), so an order that does not rest ends
-        CANCELED even when that quantity fills."""
+        CANCELED even when that quantity fills. ``rests`` False: what a LIMIT order leaves is
+        cancelled rather than rested (a CLOSE whose position cannot pay at its limit)."""
         if hold:
             order.held = hold
             self.ledger.change(order.account, contract.margin_coin, -hold, hold, "hold", order.id)
@@ -712,7 +722,12 @@ class Futures:
         if order.client_id:
             self.by_client_id[(order.user, order.symbol, order.client_id)] = order.id
         self.match(contract, book, order, bound, void)
-        if order.type == LIMIT and order.tif in (GTC, POST_ONLY) and order.filled < order.qty:
+        if (
+            rests
+            and order.type == LIMIT
+            and order.tif in (GTC, POST_ONLY)
+            and order.filled < order.qty
+        ):
             order.status = PARTIALLY_FILLED if order.filled else NEW
             book.rest(order)
             self.open_by_user.setdefault(order.user, {})[order.id] = order
@@ -736,7 +751,7 @@ class Futures:
         finds them now."""
         opposite_side = book.opposite(taker.side)
         is_buy = taker.side == BUY
-        limit = taker.price if taker.type == LIMIT else bound
+        limit = (bound or taker.price) if taker.type == LIMIT else bound
         while taker.filled < taker.qty:
             level = opposite_side.best()
             if level is None:

@@ -199,7 +199,15 @@ def test_futures_stream_pushes_a_conditional_order_and_its_firing(venue: Venue) 
         assert triggers and all(str(t["orderId"]) == stop["orderId"] for t in triggers)
         assert triggers[0]["status"] != triggers[-1]["status"]  # waiting, then fired
         orders = [e["tick"] for e in fired if e["channel"] == "user_order"]
-        assert any(str(o["orderId"]) != stop["orderId"] for o in orders)  # the one it submitted
+        submitted = [o for o in orders if str(o["orderId"]) != stop["orderId"]]
+        assert submitted  # the one it submitted
+        # The fired conditional order reads as that order's progress, as GET /order shows it
+        # (it said FILLED with nothing executed while the order it submitted rested or ended).
+        last = triggers[-1]
+        assert (last["status"], last["executedQty"]) == (
+            submitted[-1]["status"],
+            submitted[-1]["executedQty"],
+        )
 
     asyncio.run(scenario())
 

@@ -19,6 +19,7 @@ from typing import Any
 from tradehall.api import futures_view, wire
 from tradehall.config import WebSocketSettings
 from tradehall.engine.futures_model import (
+    FIRED,
     FUTURES_ACCOUNT_BASE,
     KIND_CONTRACT,
     KIND_ORDER,
@@ -298,10 +299,17 @@ class Hub(Fanout):
         engine = self.exchange.engine
         config = self.exchange.config.markets
         margin_accounts = engine.margin.accounts
+        # A fired conditional order reads as the order it submitted, whose states (fired in the
+        # same command) are in the same batch: the latest one is what GET /order would show.
+        submitted = {
+            c.doc.id: c.doc
+            for c in batch.changes
+            if isinstance(c, FuturesChanged) and isinstance(c.doc, FuturesOrderState)
+        }
         for change in batch.changes:
             if isinstance(change, FuturesChanged):
                 if change.user in futures and _pushed(change, batch):
-                    message = self._futures_change(change, now)
+                    message = self._futures_change(change, now, submitted)
                     if message is not None:
                         self.publish_user(FUTURES, change.user, gzip_json(message))
                 continue
@@ -354,7 +362,9 @@ class Hub(Fanout):
             message = {"channel": "user_balance", "ts": now, "tick": tick}
             self.publish_user(kind, user, gzip_json(message))
 
-    def _futures_change(self, change: FuturesChanged, now: int) -> dict[str, Any] | None:
+    def _futures_change(
+        self, change: FuturesChanged, now: int, submitted: dict[int, FuturesOrderState]
+    ) -> dict[str, Any] | None:
         contracts = self.exchange.config.markets.contracts
         contract = contracts.get(change.contract)
         doc = change.doc
@@ -364,7 +374,8 @@ class Hub(Fanout):
         if change.kind == KIND_ORDER and isinstance(doc, FuturesOrderState):
             channel, tick = "user_order", futures_view.order(contract, doc)
         elif change.kind == KIND_TRIGGER and isinstance(doc, Trigger):
-            channel, tick = "user_trigger", futures_view.trigger(contract, doc)
+            order = submitted.get(doc.order_id) if doc.status == FIRED and doc.order_id else None
+            channel, tick = "user_trigger", futures_view.trigger(contract, doc, order)
         elif change.kind == KIND_POSITION and isinstance(doc, Position):
             channel = "user_position"
             tick = futures_view.position(self.exchange.engine.futures, doc)

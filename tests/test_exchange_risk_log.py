@@ -1,7 +1,7 @@
 """Forced closes are logged (logger ``tradehall.risk``) by the engine that made them, once:
 a liquidation and the auto-deleveraging it leads to, each order a line naming whose position
-it closed; a replay of the same journal records (a standby, the projector, a restart) logs
-nothing again."""
+it closed, and a margin liquidation's end with its amounts; a replay of the same journal
+records (a standby, the projector, a restart) logs nothing again."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from support import make_exchange
-from tradehall.engine.commands import Deposit, FuturesPlace, FuturesTransfer, SetIndexPrice
+from tradehall.engine.commands import (
+    Deposit,
+    FuturesPlace,
+    FuturesTransfer,
+    MarginTransfer,
+    PlaceOrder,
+    SetIndexPrice,
+)
+from tradehall.engine.margin import POOL_ACCOUNT
 from tradehall.engine.orders import BUY, LIMIT, MARKET, SELL
 from tradehall.store.journal import Entry
 
@@ -55,3 +63,30 @@ def test_a_liquidation_and_its_deleveraging_are_logged_once(
         replica.replay([*entries, liquidating], 1)
     assert not replica.engine.futures.user_positions(101)
     assert [r for r in caplog.records if r.name == "tradehall.risk"] == []
+
+
+def test_a_margin_liquidation_is_logged_with_its_amounts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A margin account bought 0.1 BTC at 50,000 with 4,000 USDT borrowed; a trade at 44,000
+    liquidates it into a bid there: one line, the amounts in USDT."""
+    ex = make_exchange(tmp_path / "tradehall.db")
+    pool = 10_000_000 * UNIT
+    ex.apply(Deposit(TS, POOL_ACCOUNT, "USDT", pool, "pool"))
+    ex.apply(Deposit(TS, 201, "USDT", 1_000 * UNIT, "alice"))
+    ex.apply(Deposit(TS, 202, "BTC", 10 * UNIT, "maker-btc"))
+    ex.apply(Deposit(TS, 202, "USDT", 1_000_000 * UNIT, "maker-usdt"))
+    ex.apply(Deposit(TS, 203, "BTC", UNIT, "seller-btc"))
+    ex.apply(MarginTransfer(TS, 201, "BTCUSDT", "USDT", 1_000 * UNIT, True))
+    account = ex.engine.margin.account_of(201, "BTCUSDT")
+    assert account is not None
+    ex.apply(PlaceOrder(TS, 202, "BTCUSDT", SELL, LIMIT, 5_000_000, 100_000))
+    ex.apply(PlaceOrder(TS, account.id, "BTCUSDT", BUY, LIMIT, 5_000_000, 100_000))
+    ex.apply(PlaceOrder(TS, 202, "BTCUSDT", BUY, LIMIT, 4_400_000, 200_000))
+    with caplog.at_level(logging.INFO, logger="tradehall.risk"):
+        ex.apply(PlaceOrder(TS, 203, "BTCUSDT", SELL, LIMIT, 4_400_000, 1_000))
+    lines = [r.getMessage() for r in caplog.records if r.name == "tradehall.risk"]
+    assert lines == [
+        f"margin liquidation done: account {account.id} of user 201 on BTCUSDT (insurance fund"
+        " paid 0.00000000 USDT, written off 0.00000000 USDT)"
+    ]

@@ -44,6 +44,7 @@ from tradehall.store.journal import (
     StateNoted,
 )
 from tradehall.store.journaled import JournaledStore
+from tradehall.units import format_units
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 FORCED = frozenset({BY_LIQUIDATION, BY_ADL})
@@ -112,10 +113,13 @@ def _log_forced(event: FuturesChanged) -> None:
 def _log_margin_liquidated(engine: Engine, event: Liquidated) -> None:
     account = engine.margin.accounts.get(event.account)
     user = account.user if account is not None else 0
+    pair = engine.spot.pairs[event.symbol]
+    quote, decimals = pair.quote, pair.quote_decimals
     risk_log.warning(
-        "margin liquidation done: account %d of user %d on %s (insurance fund paid %d, written"
-        " off %d, in the quote's smallest units)",
-        event.account, user, event.symbol, event.deficit_covered, event.written_off,
+        "margin liquidation done: account %d of user %d on %s (insurance fund paid %s %s,"
+        " written off %s %s)",
+        event.account, user, event.symbol, format_units(event.deficit_covered, decimals),
+        quote, format_units(event.written_off, decimals), quote,
     )  # fmt: skip
 
 
@@ -151,10 +155,10 @@ class Exchange:
         """Keep each batch's order and futures changes in order (``Batch.changes``) for the
         streams; set while a stream hub listens to commits."""
         self.failure: str | None = None
+        """Set when a commit failed: from then on nothing is acknowledged (fail-stop)."""
         self._replaying = False
         """Applying journal records (recovery, a standby, the projector): what they did was
         logged when it happened, by the engine that did it."""
-        """Set when a commit failed: from then on nothing is acknowledged (fail-stop)."""
         self._bars_changed = False
         """Trades moved bars since the last cut (``take_pending`` stages them)."""
         self.book_versions: dict[str, int] = dict.fromkeys(

@@ -511,9 +511,7 @@ class Futures:
             if cmd.type == LIMIT and not fills:
                 self.check_exit(contract, closing, cmd.side, cmd.volume, cmd.price)
             elif cmd.type == LIMIT and keep_rest:
-                value = contract.value(cmd.volume, cmd.price)
-                fee = contract.close_taker_fee
-                keep_rest = self.close_shortfall(contract, closing, cmd.volume, value, fee) <= 0
+                keep_rest = self._exit_payable(contract, closing, cmd.volume, cmd.price)
         planned = sum(q for _, q in fills)
         volume = planned if cmd.money else cmd.volume
         rests = cmd.type == LIMIT and cmd.tif in (GTC, POST_ONLY)
@@ -653,8 +651,7 @@ class Futures:
         the position: a close past bankruptcy, the insurance fund paying the counterparty the
         gap. Two accounts of one owner could otherwise drain the fund with a CLOSE far from
         the mark (within the price band) on a thin book."""
-        value = contract.value(qty, price)
-        if self.close_shortfall(contract, pos, qty, value, contract.close_taker_fee) <= 0:
+        if self._exit_payable(contract, pos, qty, price):
             return
         backing = "margin" if pos.position_type == ISOLATED else "margin and free cash"
         mark = self.states[contract.symbol].mark
@@ -665,9 +662,15 @@ class Futures:
             f" {format_units(mark, contract.price_precision)}, or add margin",
         )
 
+    def _exit_payable(self, contract: ContractSpec, pos: Position, qty: int, price: int) -> bool:
+        """Whether closing ``qty`` of ``pos`` at ``price`` (taker fee) needs nothing of the
+        insurance fund."""
+        value = contract.value(qty, price)
+        return self.close_shortfall(contract, pos, qty, value, contract.close_taker_fee) <= 0
+
     def exit_levels(self, contract: ContractSpec, pos: Position, fills: list[Fill]) -> int:
-        """For a user's MARKET CLOSE: how many of its planned levels (from the first) what
-        backs the position pays for."""
+        """For a user's CLOSE: how many of its planned levels (from the first) what backs the
+        position pays for."""
         qty = value = 0
         for taken, (price, take) in enumerate(fills):
             qty += take

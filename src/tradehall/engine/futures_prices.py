@@ -38,10 +38,10 @@ BASIS_SCALE = 10_000
 BASIS_PERIOD = 30
 """Samples (minutes) of the basis moving average."""
 INTEREST_BAND = 50_000
+"""0.05 % in 1e-8: how far the interest component may move the rate off the premium."""
 BASIS_LIMIT = 2_500_000
 """2.5 % in 1e-8: the most a premium sample, or the moving average of the basis in the mark,
 may stand off the index."""
-"""0.05 % in 1e-8: how far the interest component may move the rate off the premium."""
 
 
 def impact_price(side: BookSide, contract: ContractSpec, money: int) -> int:

@@ -299,17 +299,10 @@ class Hub(Fanout):
         engine = self.exchange.engine
         config = self.exchange.config.markets
         margin_accounts = engine.margin.accounts
-        # A fired conditional order reads as the order it submitted, whose states (fired in the
-        # same command) are in the same batch: the latest one is what GET /order would show.
-        submitted = {
-            c.doc.id: c.doc
-            for c in batch.changes
-            if isinstance(c, FuturesChanged) and isinstance(c.doc, FuturesOrderState)
-        }
         for change in batch.changes:
             if isinstance(change, FuturesChanged):
                 if change.user in futures and _pushed(change, batch):
-                    message = self._futures_change(change, now, submitted)
+                    message = self._futures_change(change, now, batch)
                     if message is not None:
                         self.publish_user(FUTURES, change.user, gzip_json(message))
                 continue
@@ -363,7 +356,7 @@ class Hub(Fanout):
             self.publish_user(kind, user, gzip_json(message))
 
     def _futures_change(
-        self, change: FuturesChanged, now: int, submitted: dict[int, FuturesOrderState]
+        self, change: FuturesChanged, now: int, batch: Batch
     ) -> dict[str, Any] | None:
         contracts = self.exchange.config.markets.contracts
         contract = contracts.get(change.contract)
@@ -374,7 +367,7 @@ class Hub(Fanout):
         if change.kind == KIND_ORDER and isinstance(doc, FuturesOrderState):
             channel, tick = "user_order", futures_view.order(contract, doc)
         elif change.kind == KIND_TRIGGER and isinstance(doc, Trigger):
-            order = submitted.get(doc.order_id) if doc.status == FIRED and doc.order_id else None
+            order = _submitted(batch, doc) if doc.status == FIRED and doc.order_id else None
             channel, tick = "user_trigger", futures_view.trigger(contract, doc, order)
         elif change.kind == KIND_POSITION and isinstance(doc, Position):
             channel = "user_position"
@@ -382,6 +375,14 @@ class Hub(Fanout):
         else:
             return None
         return {"channel": channel, "ts": now, "contractName": contract.symbol, "tick": tick}
+
+
+def _submitted(batch: Batch, trigger: Trigger) -> FuturesOrderState | None:
+    """The order a conditional order fired in this batch submitted, in its last state of the
+    batch (fired in the same command, so it is there): what GET /order shows of the trigger."""
+    change = batch.futures.get((KIND_ORDER, trigger.user, trigger.contract, trigger.order_id))
+    doc = change.doc if change is not None else None
+    return doc if isinstance(doc, FuturesOrderState) else None
 
 
 def _pushed(change: FuturesChanged, batch: Batch) -> bool:

@@ -412,6 +412,11 @@ def test_my_trades_limit_bounds(env: Env, alice: Client, bob: Client) -> None:
         assert_error(error_of(alice.my_trades, "BTCUSDT", limit=bad), 400, -1102)
     for bad in (-1, "abc", "1.5"):
         assert_error(error_of(alice.my_trades, "BTCUSDT", from_id=bad), 400, -1102)
+    # Above the range: the message names the upper bound (it said "at least 0").
+    for bad in ("9223372036854775808", "99999999999999999999"):
+        refused = error_of(alice.my_trades, "BTCUSDT", from_id=bad)
+        assert_error(refused, 400, -1102)
+        assert "at most 9223372036854775807" in refused.msg, refused.msg
     assert_error(error_of(alice.my_trades, "NOPE"), 400, -1121)
     response = alice.request("GET", SPOT + "/myTrades")
     assert (response.status_code, response.json()["code"]) == (400, -1102)

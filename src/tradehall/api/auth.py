@@ -51,7 +51,14 @@ def authenticate(
     if not (ts_text.isascii() and ts_text.isdigit()) or len(ts_text) > 16:
         raise ApiError(Code.TIMESTAMP_WINDOW, "X-CH-TS must be UNIX time in milliseconds")
     ts = int(ts_text)
-    if not (ts < now_ms + max_ahead_ms and now_ms - ts <= recv_window):
+    if ts >= now_ms + max_ahead_ms:
+        raise ApiError(
+            Code.TIMESTAMP_WINDOW,
+            f"timestamp {ts} is {ts - now_ms} ms ahead of the server time {now_ms}: it must be"
+            f" less than {max_ahead_ms} ms ahead (check the client's clock; recvWindow"
+            " bounds only how old a timestamp may be)",
+        )
+    if now_ms - ts > recv_window:
         raise ApiError(
             Code.TIMESTAMP_WINDOW,
             f"timestamp {ts} is outside the recvWindow"

@@ -167,8 +167,9 @@ class Params:
         if number is None or number < minimum or (maximum is not None and number > maximum):
             if number is None and not _integral(value):
                 raise self.malformed(name, "must be an integer")
-            bound = f" and at most {maximum}" if maximum is not None else ""
-            raise self.malformed(name, f"must be at least {minimum}{bound}")
+            # Integral but beyond the signed 64-bit range counts as above any maximum.
+            top = maximum if maximum is not None else INT64_MAX
+            raise self.malformed(name, f"must be at least {minimum} and at most {top}")
         return number
 
     def limit(self, default: int, maximum: int) -> int:

@@ -49,6 +49,9 @@ DEMO_DEFAULT_FUNDS = "1000"
 DEMO_POOL = {"BTC": "100", "ETH": "1000", "USDT": "10000000"}
 DEMO_INSURANCE = {"BTC": "1", "ETH": "10", "USDT": "100000"}
 DEMO_FUTURES_SHARE = Decimal("0.1")
+DEMO_PRICES = {"BTC": 30_000, "ETH": 2_000, "USDT": 1, "USD": 1, "USDC": 1}
+"""Each asset's price in dollars on the demo venue: where the simulation starts its markets,
+and a quiet demo venue's futures index (``ensure_demo``)."""
 """Part of the demo account's funding of each margin coin moved into its futures account."""
 TOPUP = "/topup-"
 """``demo-funding-BTC/topup-1``: a top-up of a fixed funding deposit (``fund_up_to``)."""
@@ -769,11 +772,22 @@ def fund_up_to(
     return units - have
 
 
-def ensure_demo(ex: Exchange, ts: int) -> dict[str, Any]:
+def demo_index(contract: ContractSpec) -> int:
+    """The contract's index at the demo prices, in ticks (0: an asset without one)."""
+    base, quote = DEMO_PRICES.get(contract.base), DEMO_PRICES.get(contract.quote)
+    if not base or not quote:
+        return 0
+    return int(Decimal(base) / Decimal(quote) * 10**contract.price_precision)
+
+
+def ensure_demo(ex: Exchange, ts: int, *, index: bool = False) -> dict[str, Any]:
     """The demo account: created and funded once, then found again on later starts (topped
     up once to ``DEMO_FUNDS`` if it was funded with smaller amounts). With contracts
     configured, the insurance fund holds each margin coin and the demo account's futures
-    account a tenth more of its funding of each."""
+    account a tenth more of its funding of each. With ``index`` (a venue without the
+    simulation, whose quiet books give no index), each contract that has no index price yet
+    gets one at the demo prices, as the operator's ``index-price`` would set it: a contract
+    takes no orders without one."""
     user = next((u for u in ex.users.values() if u.name == DEMO_USER), None)
     if user is None:
         user = ex.create_user(DEMO_USER, ts)
@@ -796,6 +810,11 @@ def ensure_demo(ex: Exchange, ts: int) -> dict[str, Any]:
             extra = fund_up_to(ex, user.id, asset, share, f"demo-futures-{asset}", ts)
             if extra:
                 ex.apply(FuturesTransfer(ts, user.id, asset, extra, True))
+    if index:
+        for contract in ex.config.markets.contracts.values():
+            price = demo_index(contract)
+            if price and not ex.engine.futures.states[contract.symbol].index:
+                ex.apply(SetIndexPrice(ts, contract.symbol, price))
     # The oldest key that still trades from anywhere: the one made at the first start, as
     # long as it is not revoked (not whichever of the demo user's keys sorts first).
     key = min(

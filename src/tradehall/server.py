@@ -279,7 +279,7 @@ def run(
             store.projector = projector
         demo_info = None
         if demo:
-            demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000)
+            demo_info = ops.ensure_demo(exchange, time.time_ns() // 1_000_000, index=not simulate)
             exchange.commit_now()
         if projector is not None and standby is None:
             tables_catch_up(store)

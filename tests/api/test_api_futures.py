@@ -276,6 +276,71 @@ def position_of(account: dict[str, Any], contract: str = BTC) -> dict[str, Any]:
     return dict(pos)
 
 
+def test_a_cross_position_shows_where_its_account_is_liquidated(env: Env) -> None:
+    """Two cross positions of one account: each one's reducePrice is where the account is
+    liquidated with the other held at its mark (cross equity = the sum of both maintenance
+    margins); it counted this position's maintenance alone, ~0.5 % too far. Then the ETH
+    mark one tick short of it liquidates nothing, and at it the account is liquidated."""
+    set_index(env, "30000")
+    set_index(env, "2000", ETH)
+    account, other = trader(env), trader(env, "10000")
+    placed(order(account, "BUY", "OPEN", 100, "30000", positionType=1))
+    placed(order(other, "SELL", "OPEN", 100, "30000", positionType=2))
+    placed(order(account, "SELL", "OPEN", 100, "2000", contract=ETH, positionType=1))
+    placed(order(other, "BUY", "OPEN", 100, "2000", contract=ETH, positionType=2))
+    shown = ok(get(account, "/account"))
+    assert shown["account"][0]["totalEquity"] == D("999")  # 1000 less the maker fees 0.6 + 0.4
+    btc, eth = position_of(shown), position_of(shown, ETH)
+    # BTC long, 0.1 x P: 999 + (0.1 P - 3000) = 0.0005 P + 10 (ETH's maintenance at 2000).
+    assert btc["reducePrice"] == (Decimal(2011) / Decimal("0.0995")).quantize(
+        Decimal("0.1"), rounding=ROUND_FLOOR
+    )
+    assert btc["reducePrice"] == D("20211.0")
+    # ETH short, 1 x P: 999 + (2000 - P) = 0.005 P + 15 (BTC's maintenance at 30000).
+    edge = (Decimal(2984) / Decimal("1.005")).quantize(Decimal("0.01"), rounding=ROUND_CEILING)
+    assert eth["reducePrice"] == edge == D("2969.16")
+    # marginRate reaches 1 there too: maintenance / (backing + P&L), the backing net of the
+    # other position's maintenance.
+    assert btc["marginRate"] == rate8(Fraction(15) / (999 - 10))
+    set_index(env, str(edge - Decimal("0.01")), ETH)
+    assert position_of(ok(get(account, "/account")), ETH)["volume"] == 100
+    set_index(env, str(edge), ETH)
+    liquidated = ok(get(account, "/account"))["account"]  # no balance left to list
+    assert all(record["positionVos"] == [] for record in liquidated)
+    env.audit()
+
+
+def test_a_cross_long_and_short_on_one_contract_show_one_liquidation_price(env: Env) -> None:
+    """A cross long and short on one contract move with one mark: each showed its price with
+    the other held at the old mark (the long 20315.5, the short 49176.2, where nothing
+    happens). Both show where the account is liquidated: long 100 and short 50 on BTC and a
+    short 100 on ETH, 996.1 of equity, at the BTC mark p with 996.1 + 0.05 (p - 30000) =
+    0.00075 p + 10, falling (the account is net long on BTC)."""
+    set_index(env, "30000")
+    set_index(env, "2000", ETH)
+    account, other = trader(env), trader(env, "50000")
+    for side, volume, contract, price in (
+        ("BUY", 100, BTC, "30000"),
+        ("SELL", 50, BTC, "30000"),
+        ("SELL", 100, ETH, "2000"),
+    ):
+        against = "SELL" if side == "BUY" else "BUY"
+        placed(order(other, against, "OPEN", volume, price, contract=contract, positionType=2))
+        placed(order(account, side, "OPEN", volume, price, contract=contract, positionType=1))
+    shown = ok(get(account, "/account"))
+    assert shown["account"][0]["totalEquity"] == D("996.1")  # less the taker fees 1.8 + 0.9 + 1.2
+    (btc_group,) = [g for g in shown["account"][0]["positionVos"] if g["contractName"] == BTC]
+    edge = (Decimal("513.9") / Decimal("0.04925")).quantize(Decimal("0.1"), rounding=ROUND_FLOOR)
+    assert edge == D("10434.5")
+    assert [p["reducePrice"] for p in btc_group["positions"]] == [edge, edge]
+    set_index(env, "10434.6")
+    assert len(position_of(ok(get(account, "/account")), ETH)) > 0  # not yet
+    set_index(env, str(edge))
+    liquidated = ok(get(account, "/account"))["account"]
+    assert all(record["positionVos"] == [] for record in liquidated)
+    env.audit()
+
+
 # --------------------------------------------------------------------------- public data
 
 
@@ -1016,6 +1081,8 @@ def test_leverage_margin_mode_and_position_margin(env: Env) -> None:
     assert "at most 0 USDT may be taken out" in too_much  # in the coin, not in its units
     refused(post(client, "/edit_position_margin", {**body, "amount": "0.000000001"}), -1111)
     refused(post(client, "/edit_position_margin", {**body, "amount": 0}), -1102)
+    for huge in ("1" * 41, "-" + "1" * 41):  # beyond any balance: a bad amount (it was -2017)
+        refused(post(client, "/edit_position_margin", {**body, "amount": huge}), -1102)
     refused(post(client, "/edit_position_margin", {**body, "amount": "99999"}), -2017)
     refused(post(client, "/edit_position_margin", {**body, "positionId": 999}), -1102)
     (record,) = ok(get(client, "/account"))["account"]
@@ -1062,6 +1129,11 @@ def test_user_transfer_between_spot_and_futures(env: Env) -> None:
     refused(post(client, "/tradehall/transfer", {**body, "asset": "ETH"}), -1102)
     refused(post(client, "/tradehall/transfer", {**body, "to": "margin"}), -1102)
     refused(post(client, "/tradehall/transfer", {**body, "amount": None}), -1102)
+    # Beyond what any balance holds: a bad amount, not a balance too small (it was -2017).
+    huge = {**body, "amount": "1" + "0" * 40}
+    assert "larger than any balance can hold" in refused(
+        post(client, "/tradehall/transfer", huge), -1102
+    )
     balances = {b["asset"]: b["free"] for b in client.account()["balances"]}
     assert balances["USDT"] == "100000.00000000"
 

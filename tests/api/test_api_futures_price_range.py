@@ -62,7 +62,9 @@ def test_prices_above_the_contracts_highest_are_refused(env: Env) -> None:
     refused(post(client, "/conditionOrder", _body(INVERSE, "1000000000.0", trigger)), -1138)
     assert env.exchange.engine.futures.open_orders(int(client.user_id)) == []  # type: ignore[attr-defined]
 
-    # At the bound: a trade of one contract worth 0.00000001 BTC.
+    # At the bound (the contract's index there: no orders are taken without one): a trade
+    # of one contract worth 0.00000001 BTC.
+    env.admin.set_index_price(INVERSE, "1000000000.0")
     maker = order(client, INVERSE, "1000000000.0")
     assert maker.status_code == 200, maker.text
     other = trader(env)

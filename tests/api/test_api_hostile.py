@@ -458,7 +458,7 @@ def ids_values() -> list[tuple[str, Any]]:
 def number_values(decimals: int, huge: int) -> list[tuple[str, Any, set[int]]]:
     """Malformed, negative, zero, exponent, NaN, huge and over-precise amounts; ``huge`` is
     the code of a well-formed value too large (an order value past 64 bits: -1138, an amount
-    beyond any balance: -2017)."""
+    beyond any balance: -1102, a bad amount rather than a balance too small)."""
     malformed = [
         ("exponent", "1e2"),
         ("upper exponent", "1E2"),
@@ -561,7 +561,7 @@ def field_values(kind: str, field: str) -> list[tuple[str, Any, set[int]]]:
         out += [("other asset", "ETH", {BAD}), ("number", 5, {BAD})]
     elif kind == "units":
         decimals = {"price": 2, "volume": 6, "amount": 8}[name]
-        out += number_values(decimals, BALANCE if name == "amount" else RANGE)
+        out += number_values(decimals, BAD if name == "amount" else RANGE)
     elif kind == "id":
         out += [(label, v, {BAD}) for label, v in ids_values()]
         out += [

@@ -228,6 +228,7 @@ def test_transfer_in_and_account_view(venue: Env, alice: Client) -> None:
     before = (view(alice), spot_balances(alice))
     refused(transfer(alice, "USDT", "9000.00000001"), -2017)  # more than spot free
     refused(transfer(alice, "USDT", "1000.00000001", "OUT"), -2017)  # more than margin free
+    refused(transfer(alice, "USDT", "1" + "0" * 40), -1102)  # more than any balance holds
     refused(transfer(alice, "ETH", "1"), -1102)  # not an asset of the pair
     refused(transfer(alice, "USDT", "1", "SIDEWAYS"), -1102)
     refused(transfer(alice, "USDT", "0"), -1102)

@@ -245,6 +245,7 @@ def test_a_reset_closes_no_other_traders_position(venue: VenueFactory) -> None:
     any moment. A self-service reset is refused while the account holds a position, and
     changes nothing; closed by the owner, the reset goes through."""
     v = venue()
+    v.admin.set_index_price("E-BTC-USDT", "30000")
     _, trader = v.account()
     other = v.env().trader({"USDT": "100000"})
     other.futures_transfer("USDT", "100000", "spot", "futures")

@@ -310,6 +310,7 @@ def test_a_read_is_kept_under_the_market_its_handler_shows_not_any_it_is_sent(
     env, _ = split
     trader = env.trader({"USDT": "1000000"})
     trader.futures_transfer("USDT", "100000", "spot", "futures")
+    env.admin.set_index_price("E-BTC-USDT", "30000")  # no orders are taken without an index
     public = env.public()
     depth = "/futures/open/fapi/v1/depth"
     mixed = {"contractName": "E-BTC-USDT", "symbol": "BTCUSDT"}

@@ -68,6 +68,7 @@ def test_reproduction_inverse_trade_near_max_price_is_refused() -> None:
     """Before the fix the first order rested and the second traded with it at 2**40 ticks:
     value 10**10 // 2**40 = 0, two positions of cost 0, InvariantViolation."""
     rig = funded_rig()
+    rig.index(INVERSE, INVERSE_TOP)
     refused(rig, Code.PRICE_RANGE, 1, INVERSE, SELL, OPEN, 1, MAX_PRICE)
     refused(rig, Code.PRICE_RANGE, 2, INVERSE, BUY, OPEN, 1, MAX_PRICE)
     assert rig.fx.positions == {}
@@ -78,6 +79,7 @@ def test_reproduction_a_partial_fill_at_the_makers_price() -> None:
     """The reviewer's second case: 1000 contracts at 2**40 ticks are worth 9 units, so the
     order's own value is not 0, but one contract filled against it is."""
     rig = funded_rig()
+    rig.index(INVERSE, INVERSE_TOP)
     assert contract(INVERSE).value(1000, MAX_PRICE) == 9
     assert contract(INVERSE).value(1, MAX_PRICE) == 0
     refused(rig, Code.PRICE_RANGE, 1, INVERSE, SELL, OPEN, 1000, MAX_PRICE)
@@ -116,6 +118,7 @@ def test_the_bound_follows_the_contracts_terms() -> None:
 
 def test_inverse_prices_at_the_bound_trade_and_above_it_are_refused() -> None:
     rig = funded_rig()
+    rig.index(INVERSE, INVERSE_TOP)
     message = refused(rig, Code.PRICE_RANGE, 1, INVERSE, SELL, OPEN, 1, INVERSE_TOP + 1)
     assert "at most 1000000000.0 on E-BTC-USD" in message
     assert "less than 0.00000001 BTC" in message
@@ -140,6 +143,7 @@ def test_partial_fills_at_the_bound_are_worth_something(taken: int) -> None:
     """A maker of 1000 contracts at the highest price; takers of a few contracts each fill
     at the maker's price. Every fill is worth taken x 10**10 // 10**10 = taken units."""
     rig = funded_rig()
+    rig.index(INVERSE, INVERSE_TOP)
     rig.apply(SetLeverage(rig.ts, 2, INVERSE, 100))
     rig.place(1, INVERSE, SELL, OPEN, 1000, INVERSE_TOP)
     taker = rig.order(2, INVERSE, BUY, OPEN, taken, INVERSE_TOP, tif="IOC")
@@ -162,6 +166,7 @@ def test_linear_prices_from_one_tick_are_worth_something() -> None:
     is 0.001 x 0.1 = 0.0001 USDT = 10**4 units. The order's minimum value (5 USDT = 50000
     contracts at 1 tick) does not stop a 1-contract fill against it."""
     rig = funded_rig()
+    rig.index(LINEAR, 1)
     rig.place(1, LINEAR, SELL, OPEN, 50_000, 1)
     refused(rig, Code.BELOW_MINIMUM, 2, LINEAR, BUY, OPEN, 1, 1)
     # At its own limit (5000.0 USDT) one contract is worth the minimum; it fills at 1 tick.
@@ -174,6 +179,7 @@ def test_linear_prices_from_one_tick_are_worth_something() -> None:
 
 def test_linear_prices_above_max_price_are_refused() -> None:
     rig = funded_rig()
+    rig.index(LINEAR, 10**12)
     refused(rig, Code.PRICE_RANGE, 1, LINEAR, SELL, OPEN, 1, MAX_PRICE + 1)
     # At MAX_PRICE one contract is 2**40 x 10**4 units, above the LIMIT money maximum.
     refused(rig, Code.BAD_PARAM, 1, LINEAR, SELL, OPEN, 1, MAX_PRICE)

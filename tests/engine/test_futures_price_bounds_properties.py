@@ -293,11 +293,15 @@ class Run:
     ops=st.lists(operations, min_size=1, max_size=25),
     modes=st.lists(st.sampled_from((CROSS, ISOLATED)), min_size=len(USERS), max_size=len(USERS)),
     leverage=st.sampled_from((1, 10, 100)),
+    first_index=st.tuples(prices(max_price(INVERSE)), prices(max_price(LINEAR))),
 )
 def test_orders_at_any_admissible_price_keep_the_state_sound(
-    ops: list[tuple[Any, ...]], modes: list[int], leverage: int
+    ops: list[tuple[Any, ...]], modes: list[int], leverage: int, first_index: tuple[int, int]
 ) -> None:
     run = Run()
+    # A contract takes orders once it has an index (then anywhere in its range, as the marks).
+    for contract, price in zip(CONTRACTS, first_index, strict=True):
+        run.step(SetIndexPrice(run.ts, contract, price))
     for user, mode in zip(USERS, modes, strict=True):
         for contract in CONTRACTS:
             run.step(SetMarginMode(run.ts, user, contract, mode))

@@ -604,6 +604,30 @@ def test_a_resting_close_whose_backing_shrank_is_cancelled_not_filled() -> None:
     venue.audit_ok()
 
 
+def test_a_close_that_rests_is_judged_with_the_maker_fee_it_fills_with() -> None:
+    """The fourth audit's case: a SELL CLOSE that would only rest, at 28600.0, was refused
+    when the margin paid its loss and the maker fee it would fill with but not the taker fee
+    (1,400 + 5.72 against 17.16). Judged at the maker fee it rests; one tick of margin short
+    of that, it is refused; filled, the fund pays nothing."""
+    venue = Venue()
+    isolated_long_at_100x(venue, 1_000)
+    pos = venue.fx.user_positions(ALICE)[0]
+    price = 286_000  # 28600.0: a loss of 1,400, the maker fee 5.72, the taker fee 17.16
+    needed = 1_405_72 * UNIT // 100
+    venue.apply(AdjustPositionMargin(venue.ts, ALICE, pos.id, needed - 1 - pos.margin))
+    with pytest.raises(Reject) as refused:
+        venue.futures(ALICE, SELL, "CLOSE", 1_000, price)
+    assert refused.value.code == -1138
+    venue.apply(AdjustPositionMargin(venue.ts, ALICE, pos.id, 1))
+    resting = venue.futures(ALICE, SELL, "CLOSE", 1_000, price).reply
+    assert resting.status == "NEW"
+    fund = venue.fund_balance()
+    venue.futures(BOB, BUY, "CLOSE", 1_000, price)
+    assert not venue.fx.user_positions(ALICE)
+    assert venue.fund_balance() == fund
+    venue.audit_ok()
+
+
 def test_funding_a_payer_cannot_pay_is_not_paid_by_the_fund() -> None:
     """The second re-audit's cases: funding was taken from a cross payer's free cash only (or
     an isolated position's margin) and the fund paid the rest to the receivers; a cross

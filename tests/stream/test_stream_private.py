@@ -87,6 +87,7 @@ def test_futures_stream_pushes_orders_and_positions(venue: Venue) -> None:
             UserStream(venue.url, alice_key, alice_secret, futures=True) as alice,
             UserStream(venue.url, bob_key, bob_secret, futures=True) as bob,
         ):
+            await asyncio.to_thread(venue.admin.set_index_price, "E-ETH-USDT", "2000")
             with venue.client(0) as a, venue.client(1) as b:
                 await asyncio.to_thread(
                     a.futures_create_order, "E-ETH-USDT", "SELL", "LIMIT", "OPEN", 2, "2000"

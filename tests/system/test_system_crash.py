@@ -193,6 +193,7 @@ def run_and_kill(
     server = server_factory(data_dir, *backend.server_args(data_dir))
     admin_token = (data_dir / "admin.token").read_text().strip()
     admin = AdminClient(server.url, admin_token)
+    admin.set_index_price(CONTRACT, "30000")  # no orders without an index; spot moves it on
     log = Ledger()
     stop = threading.Event()
     clients = []

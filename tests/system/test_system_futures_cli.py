@@ -18,6 +18,7 @@ from typing import Any
 
 from cli_support import tradehall_inline
 from support import tradehall_command
+from tradehall.client import Client
 
 CLI_TIMEOUT = 30.0
 ZERO = "0.00000000"
@@ -270,6 +271,13 @@ def test_demo_funds_futures_and_the_insurance_fund_once(
     accounts = {a["account"]: a for a in ok(data, "system")["accounts"]}
     insurance = {b["asset"]: b["free"] for b in accounts["insurance"]["balances"]}
     assert (insurance["USDT"], insurance["BTC"]) == ("100000.00000000", "1.00000000")
+    # Quiet books give no index, and a contract takes no orders without one: the quiet demo
+    # sets each at the demo prices, as the operator's index-price would.
+    with Client(server.url, demo["apiKey"], demo["secret"]) as client:
+        indexes = {c: client.futures_index(c)["indexPrice"] for c in CONTRACTS}
+        assert indexes == {"E-BTC-USDT": 30000.0, "E-ETH-USDT": 2000.0, "E-BTC-USD": 30000.0}
+        order = client.futures_create_order("E-ETH-USDT", "BUY", "LIMIT", "OPEN", 1, "1900")
+        client.futures_cancel_order("E-ETH-USDT", order["orderId"])
     assert ok(data, "audit")["ok"] is True
     assert server.stop(signal.SIGTERM) == 0
 

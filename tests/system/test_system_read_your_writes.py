@@ -111,7 +111,9 @@ def venue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venue]:
         workers = sorted(children(gateway.proc.pid))
         assert len(workers) == WORKERS
         port = int(gateway.url.rsplit(":", 1)[1])
-        yield Venue(engine, gateway, AdminClient(engine.url, token), port, workers, subject, loop)
+        admin = AdminClient(engine.url, token)
+        admin.set_index_price(CONTRACT, "20000")  # a contract takes no orders without an index
+        yield Venue(engine, gateway, admin, port, workers, subject, loop)
     finally:
         with contextlib.suppress(Exception):
             for pid in children(engine.proc.pid):

@@ -38,8 +38,8 @@ from tradehall.engine.futures_model import (
     Trigger,
     futures_account,
 )
-from tradehall.engine.futures_risk import average_price, liquidation_price, maintenance, unrealized
-from tradehall.engine.liquidation import effective_margin
+from tradehall.engine.futures_risk import average_price, maintenance, unrealized
+from tradehall.engine.liquidation import liquidation_backing, liquidation_mark
 from tradehall.engine.orders import (
     BUY,
     CANCELED,
@@ -390,7 +390,8 @@ def position(fx: Futures, p: Position) -> wire.FuturesPosition:
     contract = fx.contracts[p.contract]
     mark = fx.states[p.contract].mark
     upnl = unrealized(contract, p, mark)
-    margin = effective_margin(fx, p)
+    margin = liquidation_backing(fx, p)
+    liquidation, falling = liquidation_mark(fx, p)
     entry = avg_price(contract, p.volume, p.cost)
     realized = value(contract, p.realized)
     return wire.FuturesPosition(
@@ -420,13 +421,9 @@ def position(fx: Futures, p: Position) -> wire.FuturesPosition:
         None,
         0,
         risk_ratio(maintenance(contract, p, mark), margin + upnl),
-        # The first mark price on the tick grid at which the position is liquidated: a long
-        # at or below it (rounded down), a short at or above it (rounded up).
-        exact_price(
-            contract,
-            liquidation_price(contract, p, margin),
-            ROUND_FLOOR if p.is_long else ROUND_CEILING,
-        ),
+        # The first mark price on the tick grid at which the position is liquidated: at or
+        # below it (rounded down: a long's), or at or above it (rounded up: a short's).
+        exact_price(contract, liquidation, ROUND_FLOOR if falling else ROUND_CEILING),
         ratio(upnl, p.margin),
         value(contract, upnl),
         value(contract, upnl),

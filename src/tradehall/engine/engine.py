@@ -62,7 +62,7 @@ from tradehall.engine.futures_model import (
     Setting,
     Trigger,
 )
-from tradehall.engine.ledger import Ledger
+from tradehall.engine.ledger import Ledger, check_move
 from tradehall.engine.margin import HOUR_MS, MARGIN_ACCOUNT_BASE, Margin, MarginAccount
 from tradehall.engine.markets import MarketsSpec
 from tradehall.engine.orders import CANCELED, REJECTED, Order, OrderState
@@ -280,8 +280,7 @@ class Engine:
         return placed
 
     def _margin_transfer(self, cmd: MarginTransfer) -> MarginAccount:
-        if cmd.amount <= 0:
-            raise Reject(Code.BAD_PARAM, "amount must be positive")
+        check_move(cmd.amount)
         if cmd.into_margin:
             account = self.margin.transfer_in(cmd.user, cmd.symbol, cmd.asset, cmd.amount)
             self.margin.release_rescued(account=account.id)
@@ -295,6 +294,7 @@ class Engine:
         account = self.margin.account_of(cmd.user, cmd.symbol)
         if account is None or cmd.amount <= 0:
             raise Reject(Code.BAD_PARAM, "nothing to repay")
+        check_move(cmd.amount)
         if self.ledger.free(account.id, cmd.asset) < cmd.amount:
             raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient free {cmd.asset} to repay")
         repaid = self.margin.repay(account, cmd.asset, cmd.amount, "repay", account.id)

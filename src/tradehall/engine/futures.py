@@ -47,7 +47,7 @@ from tradehall.engine.futures_model import (
     futures_account,
 )
 from tradehall.engine.futures_risk import maintenance, maintenance_of, unrealized
-from tradehall.engine.ledger import MAX_BALANCE, Ledger
+from tradehall.engine.ledger import MAX_BALANCE, Ledger, check_move
 from tradehall.engine.orders import (
     BUY,
     CANCELED,
@@ -282,8 +282,7 @@ class Futures:
         self, user: int, asset: str, amount: int, into_futures: bool, ts: int
     ) -> AccountTransfer:
         self.check_coin(asset)
-        if amount <= 0:
-            raise Reject(Code.BAD_PARAM, "amount must be positive")
+        check_move(amount)
         account = futures_account(user)
         ref = self.next_transfer_id
         if into_futures:
@@ -309,6 +308,7 @@ class Futures:
             raise Reject(Code.UNSUPPORTED, "only isolated positions have their own margin")
         if amount == 0:
             raise Reject(Code.BAD_PARAM, "amount must not be zero")
+        check_move(abs(amount))
         contract = self.contracts[pos.contract]
         account = futures_account(user)
         coin = contract.margin_coin
@@ -394,6 +394,14 @@ class Futures:
                     "orders on this contract",
                 )
             setting = Setting(cmd.user, contract.symbol, setting.leverage, position_type)
+        if not conditional and not self.states[contract.symbol].index:
+            # Without an index the mark would be the last price, which two accounts trading
+            # with each other set: no band, no mark to hold liquidations to. (A conditional
+            # order may wait; it is refused when it fires, if there is still none.)
+            raise Reject(
+                Code.TRADING_FROZEN,
+                f"{contract.symbol} has no index price yet: orders are taken once it has one",
+            )
         if cmd.action == CLOSE and not conditional:
             pos = self.positions.get((cmd.user, contract.symbol, opposite(cmd.side)))
             closable = pos.volume - pos.pending_close if pos is not None else 0
@@ -647,10 +655,11 @@ class Futures:
     def check_exit(
         self, contract: ContractSpec, pos: Position, side: str, qty: int, price: int
     ) -> None:
-        """Refuse (-1138) a user's CLOSE whose limit price would lose more than what backs
-        the position: a close past bankruptcy, the insurance fund paying the counterparty the
-        gap. Two accounts of one owner could otherwise drain the fund with a CLOSE far from
-        the mark (within the price band) on a thin book."""
+        """Refuse (-1138) a user's CLOSE that would rest at a limit price losing more than what
+        backs the position (with the maker fee it would fill with): a close past bankruptcy,
+        the insurance fund paying the counterparty the gap. Two accounts of one owner could
+        otherwise drain the fund with a CLOSE far from the mark (within the price band) on a
+        thin book."""
         if self._exit_payable(contract, pos, qty, price):
             return
         backing = "margin" if pos.position_type == ISOLATED else "margin and free cash"
@@ -663,10 +672,11 @@ class Futures:
         )
 
     def _exit_payable(self, contract: ContractSpec, pos: Position, qty: int, price: int) -> bool:
-        """Whether closing ``qty`` of ``pos`` at ``price`` (taker fee) needs nothing of the
+        """Whether closing ``qty`` of ``pos`` at ``price`` as a resting order (maker fee: a
+        resting order fills as the maker, and is judged again then) needs nothing of the
         insurance fund."""
         value = contract.value(qty, price)
-        return self.close_shortfall(contract, pos, qty, value, contract.close_taker_fee) <= 0
+        return self.close_shortfall(contract, pos, qty, value, contract.close_maker_fee) <= 0
 
     def exit_levels(self, contract: ContractSpec, pos: Position, fills: list[Fill]) -> int:
         """For a user's CLOSE: how many of its planned levels (from the first) what backs the

@@ -62,6 +62,29 @@ def liquidation_price(contract: ContractSpec, pos: Position, margin: int) -> Dec
     return price_where(contract, pos, margin, contract.maintenance_rate)
 
 
+def group_liquidation_price(
+    contract: ContractSpec, group: list[Position], backing: int
+) -> tuple[Decimal, bool]:
+    """The mark (ticks, exact decimal) at which ``group``, positions on one contract backed
+    together by ``backing``, are worth their maintenance margin together, and whether they
+    get there as the price falls (True) or rises; ``NO_PRICE`` if no price does. A cross long
+    and short on one contract move with one mark, so they are one group. Backing + P&L -
+    maintenance is linear in the contracts' value per contract (``x``: the price, or 1 / the
+    price for an inverse contract): slope x x + level = 0."""
+    rate = Decimal(contract.maintenance_rate) / RATE_ONE
+    slope, level = Decimal(0), Decimal(backing)
+    for pos in group:
+        s = direction(contract, pos)
+        slope += (s - rate) * pos.volume * contract.value_unit
+        level -= s * pos.cost
+    if not slope:
+        return NO_PRICE, True
+    x = -level / slope
+    if contract.inverse:
+        return (Decimal(1) / x if x > 0 else NO_PRICE), slope < 0
+    return (x if x > 0 else NO_PRICE), slope > 0
+
+
 def bankruptcy_price(contract: ContractSpec, pos: Position, margin: int) -> Decimal:
     return price_where(contract, pos, margin, 0)
 

@@ -16,6 +16,15 @@ MAX_BALANCE = 2**63 - 1
 then ever exceed it, whatever trades happen."""
 
 
+def check_move(amount: int) -> None:
+    """Refuse (-1102) an amount to move between a user's accounts that is not positive, or
+    that is beyond what any balance can hold: a bad amount, not a balance too small."""
+    if amount <= 0:
+        raise Reject(Code.BAD_PARAM, "amount must be positive")
+    if amount > MAX_BALANCE:
+        raise Reject(Code.BAD_PARAM, "amount is larger than any balance can hold")
+
+
 class Ledger:
     __slots__ = ("balances", "events", "external")
 

@@ -32,7 +32,13 @@ from tradehall.engine.futures_model import (
     Position,
     futures_account,
 )
-from tradehall.engine.futures_risk import bankruptcy_limit, maintenance, unrealized
+from tradehall.engine.futures_risk import (
+    bankruptcy_limit,
+    group_liquidation_price,
+    liquidation_price,
+    maintenance,
+    unrealized,
+)
 from tradehall.engine.orders import BUY, CANCELED, FILLED, GTC, IOC, LIMIT, MARKET, SELL
 
 MAX_ROUNDS = 1000
@@ -49,6 +55,42 @@ def cross_margin_for(fx: Futures, pos: Position) -> int:
 
 def effective_margin(fx: Futures, pos: Position) -> int:
     return pos.margin if pos.position_type == ISOLATED else cross_margin_for(fx, pos)
+
+
+def liquidation_backing(fx: Futures, pos: Position) -> int:
+    """What stands between ``pos`` and its liquidation, the account's other positions held
+    at their marks: isolated, its margin; cross, the cross equity without this position's
+    P&L, less the other cross positions' maintenance margins (the account is liquidated when
+    its cross equity falls to all of them together)."""
+    if pos.position_type == ISOLATED:
+        return pos.margin
+    contract = fx.contracts[pos.contract]
+    mark = fx.states[pos.contract].mark
+    equity, needed = fx.cross_equity(pos.user, contract.margin_coin)
+    others_maintenance = needed - maintenance(contract, pos, mark)
+    return equity - unrealized(contract, pos, mark) - others_maintenance
+
+
+def liquidation_mark(fx: Futures, pos: Position) -> tuple[Decimal, bool]:
+    """The mark at which ``pos`` is liquidated, the account's positions on other contracts
+    held at their marks, and whether at or below it (True) or at or above it; ``NO_PRICE``
+    if no mark is. Isolated: its own margin. Cross: the account's cross positions on this
+    contract together (a long and a short there move with one mark), against the cross
+    equity without their P&L, less the other contracts' maintenance margins."""
+    contract = fx.contracts[pos.contract]
+    if pos.position_type == ISOLATED:
+        return liquidation_price(contract, pos, pos.margin), pos.is_long
+    mark = fx.states[pos.contract].mark
+    equity, needed = fx.cross_equity(pos.user, contract.margin_coin)
+    group = [
+        q
+        for q in fx.user_positions(pos.user)
+        if q.contract == pos.contract and q.position_type != ISOLATED
+    ]
+    for q in group:
+        equity -= unrealized(contract, q, mark)
+        needed -= maintenance(contract, q, mark)
+    return group_liquidation_price(contract, group, equity - needed)
 
 
 def sweep(

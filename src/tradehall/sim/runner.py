@@ -43,7 +43,7 @@ from tradehall.store.writer import GroupCommitter
 
 log = logging.getLogger("tradehall.sim")
 
-USD_PRICES = {"BTC": 30_000.0, "ETH": 2_000.0, "USDT": 1.0, "USD": 1.0, "USDC": 1.0}
+USD_PRICES = {asset: float(price) for asset, price in ops.DEMO_PRICES.items()}
 """Start prices of the demo assets, for a market that has traded nothing yet and whose
 [[simulation.market]] table names no price."""
 INDEX_EVERY_MS = 1_000

@@ -79,7 +79,7 @@ def serve_demo(data_dir: Path, clock: ShiftedClock) -> Iterator[Venue]:
     cfg = load_config()
     store = open_store("", datadir.path, synchronous="normal")
     exchange = open_exchange(cfg, store, datadir.secret_box(), inline=True)
-    demo = ops.ensure_demo(exchange, clock())
+    demo = ops.ensure_demo(exchange, clock(), index=True)  # no simulation: a quiet demo
     exchange.commit_now()
     token = datadir.admin_token()
     sock = listen("127.0.0.1", 0)

@@ -175,6 +175,8 @@ def test_batch_orders_one_invalid_element_places_none(
     orders = [limit("BUY", "0.01", "30000"), limit("SELL", "0.01", "40000"), third]
     exc = error_of(alice.batch_orders, "BTCUSDT", orders)
     assert_error(exc, 400, code)
+    # Whatever refused it, the element is named (a balance too small named none).
+    assert exc.msg.startswith("batch rejected, no order placed: orders[2]"), exc.msg
     assert snapshot(alice) == before
     # The order ids were not consumed either.
     assert alice.create_order("BTCUSDT", "BUY", "LIMIT", "0.001", price="10000")["orderId"] == "1"
@@ -193,7 +195,12 @@ def test_batch_orders_combined_holds_above_balance(env: Env, alice: Client) -> N
     before = snapshot(alice)
     # Each needs 6000 USDT of the 10000: fine alone, not together.
     orders = [limit("BUY", "0.2", "30000"), limit("BUY", "0.2", "30000")]
-    assert_error(error_of(alice.batch_orders, "BTCUSDT", orders), 400, -2017)
+    refused = error_of(alice.batch_orders, "BTCUSDT", orders)
+    assert_error(refused, 400, -2017)
+    assert refused.msg == (
+        "batch rejected, no order placed: orders[1]: insufficient USDT balance with the orders"
+        " before it"
+    )
     sells = [limit("SELL", "0.6", "40000"), limit("SELL", "0.6", "40000")]
     assert_error(error_of(alice.batch_orders, "BTCUSDT", sells), 400, -2017)
     assert snapshot(alice) == before

@@ -1056,6 +1056,33 @@ def test_short_liquidation_base_deficit_paid_by_insurance(
     env.audit()
 
 
+def test_a_liquidation_buy_back_shows_no_more_spent_than_it_asked(
+    venue: Env, alice: Client, maker: Client, taker: Client
+) -> None:
+    """The buy-back of a short's 0.08 BTC: 80081 lots (0.080081 less the 0.1 % fee covers
+    0.08) at 57000 cost 4564.617 USDT, the MARKET BUY's budget. Its record showed origQty
+    4564.61 (cut to the pair's 2 places) against 4564.617 spent; rounded up it shows 4564.62."""
+    env = venue
+    ok(transfer(alice, "USDT", "1000"))
+    set_price(maker, taker, "50000")
+    ok(margin_order(alice, "SELL", "0.08", "50000"))  # borrows 0.08 BTC
+    taker.create_order("BTCUSDT", "BUY", "LIMIT", "0.08", price="50000")
+    maker.create_order("BTCUSDT", "SELL", "LIMIT", "1", price="57000")  # the only ask left
+    set_price(maker, taker, "56781.82")  # liquidates (1.1 at 56781.8181...)
+    assert assets(view(alice))["BTC"] == ("0.00000092", ZERO, ZERO, ZERO)
+    trades = ok(alice.request("GET", MARGIN + "/myTrades", params={"symbol": "BTCUSDT"}))
+    bought = next(t for t in trades if t["isBuyer"])
+    assert (bought["price"], bought["qty"]) == ("57000.00", "0.080081")
+    params = {"symbol": "BTCUSDT", "orderId": str(bought["bidId"])}
+    record = ok(alice.request("GET", MARGIN + "/order", params=params))
+    assert (record["type"], record["origQty"], record["executedQty"]) == (
+        "MARKET",
+        "4564.62",
+        "0.080081",
+    )
+    env.audit()
+
+
 def test_interest_can_trigger_liquidation(
     venue: Env, alice: Client, maker: Client, taker: Client
 ) -> None:

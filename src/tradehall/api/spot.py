@@ -250,12 +250,14 @@ async def batch_orders(call: Call) -> Any:
     items: list[Any] = req.value("orders")
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise ApiError(Code.BAD_PARAM, f"orders[{index}] must be an object")
+            msg = f"batch rejected, no order placed: orders[{index}] must be an object"
+            raise ApiError(Code.BAD_PARAM, msg)
         try:
             order = reading(Params(item), BatchOrderItem)
             commands.append(place_command(call, pair, order, type_name="batchType"))
         except ApiError as exc:
-            raise ApiError(exc.code, f"orders[{index}]: {exc.msg}", exc.status) from None
+            msg = f"batch rejected, no order placed: orders[{index}]: {exc.msg}"
+            raise ApiError(exc.code, msg, exc.status) from None
     batch = PlaceBatch(call.now, call.account, pair.symbol, tuple(commands))
     try:
         placed: list[OrderState] = call.exchange.apply(batch)

@@ -569,10 +569,12 @@ def avg_price(pair: PairSpec, filled: int, filled_quote: int) -> str:
 
 def orig_units(pair: PairSpec, order: OrderState) -> tuple[int, int]:
     """What the order asked for, as units and their decimals: the base quantity, or for a
-    MARKET BUY the quote amount to spend, at the pair's price precision."""
+    MARKET BUY the quote amount to spend, at the pair's price precision (rounded up: a margin
+    liquidation's budget, the exact cost of the lots it buys back, has more places, and what
+    it spent must not show above it)."""
     if order.type == MARKET and order.side == BUY:
         scale = pow10(pair.quote_decimals - pair.price_precision)
-        return order.quote_qty // scale, pair.price_precision
+        return -(-order.quote_qty // scale), pair.price_precision
     return order.qty, pair.quantity_precision
 
 

@@ -158,12 +158,19 @@ class SpotMarkets:
             raise Reject(Code.TOO_MANY_ORDERS, f"at most {MAX_OPEN_ORDERS} open orders per pair")
 
     def check_funds(self, account: int, holds: list[Hold]) -> None:
+        """Refuse (-2017) holds the account's free balance cannot cover together, naming the
+        first (``orders[i]``, as a batch's request names its elements) that takes them past
+        it."""
         needed: dict[str, int] = {}
-        for asset, amount in holds:
+        for index, (asset, amount) in enumerate(holds):
             needed[asset] = needed.get(asset, 0) + amount
-        for asset, amount in needed.items():
-            if self.ledger.free(account, asset) < amount:
-                raise Reject(Code.INSUFFICIENT_BALANCE, f"insufficient {asset} balance")
+            free = self.ledger.free(account, asset)
+            if free < needed[asset]:
+                together = " with the orders before it" if amount <= free else ""
+                raise Reject(
+                    Code.INSUFFICIENT_BALANCE,
+                    f"orders[{index}]: insufficient {asset} balance{together}",
+                )
 
     # ----------------------------------------------------------------- placement
 

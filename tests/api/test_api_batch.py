@@ -266,7 +266,11 @@ def test_batch_orders_duplicate_client_ids_within_batch(env: Env, alice: Client)
     # The contract: a client order id is unique among the account's open orders on the symbol;
     # a duplicate is rejected. All-or-nothing: the batch is refused whole.
     assert response.status_code == 400, response.text
-    assert response.json()["code"] == -1102
+    assert response.json() == {
+        "code": -1102,
+        "msg": "batch rejected, no order placed: orders[1]: newClientOrderId 'twin' repeats"
+        " orders[0]'s",
+    }
     assert snapshot(alice) == before
     # Distinct ids in one batch are fine.
     orders[1] = limit("BUY", "0.01", "28000", newClientOrderId="twin-2")

@@ -151,9 +151,17 @@ class SpotMarkets:
             raise Reject(
                 Code.BAD_PARAM, "every order of a batch is for the batch's account and symbol"
             )
-        client_ids = [o.client_id for o in orders if o.client_id]
-        if len(set(client_ids)) != len(client_ids):
-            raise Reject(Code.BAD_PARAM, "client order ids repeat within the batch")
+        first: dict[str, int] = {}
+        for index, order in enumerate(orders):
+            if not order.client_id:
+                continue
+            earlier = first.setdefault(order.client_id, index)
+            if earlier != index:
+                raise Reject(
+                    Code.BAD_PARAM,
+                    f"orders[{index}]: newClientOrderId {order.client_id!r} repeats"
+                    f" orders[{earlier}]'s",
+                )
         if self._open_count(account, symbol) + len(orders) > MAX_OPEN_ORDERS:
             raise Reject(Code.TOO_MANY_ORDERS, f"at most {MAX_OPEN_ORDERS} open orders per pair")
 

@@ -34,7 +34,15 @@ from tradehall.secretbox import SecretBox
 from tradehall.selfservice_state import SelfServiceBook
 from tradehall.state_digest import ForkedDigest
 from tradehall.store.base import Store, StoreError, collector_paused
-from tradehall.store.batch import ACCRUED_HOUR, PROJECTED, AdminLogRow, Batch, KeyRow, UserRow
+from tradehall.store.batch import (
+    ACCRUED_HOUR,
+    PROJECTED,
+    WRITTEN_OFF,
+    AdminLogRow,
+    Batch,
+    KeyRow,
+    UserRow,
+)
 from tradehall.store.journal import (
     BarsSeeded,
     CommandIds,
@@ -223,7 +231,14 @@ class Exchange:
         }
         for account_id, asset, principal, interest in snap.debts:
             accounts[account_id].debts[asset] = [principal, interest]
-        self.engine.restore_margin(accounts.values(), snap.engine_state.get(ACCRUED_HOUR))
+        written_off = {
+            name.removeprefix(WRITTEN_OFF): total
+            for name, total in snap.engine_state.items()
+            if name.startswith(WRITTEN_OFF)
+        }
+        self.engine.restore_margin(
+            accounts.values(), snap.engine_state.get(ACCRUED_HOUR), written_off
+        )
         store = self.store
         if isinstance(store, JournaledStore):
             self._replay_tail(store)

@@ -235,9 +235,15 @@ def _external(
 
 
 def system_balances(ex: Exchange) -> dict[str, Any]:
-    """Balances of the exchange's own accounts, and each contract's socialised losses."""
+    """Balances of the exchange's own accounts, each contract's socialised losses, and the
+    margin debts written off in each asset the lending pool lends."""
     fx = ex.engine.futures
     assets = ex.config.markets.assets
+    pairs = ex.config.markets.pairs
+    lent = dict.fromkeys(
+        a for s in ex.config.markets.margin for a in (pairs[s].base, pairs[s].quote)
+    )
+    written_off = ex.engine.margin.written_off
     return {
         "accounts": [
             {"account": name, **balances(ex, account)} for name, account in SYSTEM_ACCOUNTS.items()
@@ -251,6 +257,13 @@ def system_balances(ex: Exchange) -> dict[str, Any]:
                 ),
             }
             for symbol, contract in sorted(fx.contracts.items())
+        ],
+        "writtenOff": [
+            {
+                "asset": asset,
+                "amount": format_units(written_off.get(asset, 0), assets[asset].decimals),
+            }
+            for asset in lent
         ],
     }
 

@@ -64,7 +64,7 @@ def fails(data_dir: Path, *args: str, code: int) -> str:
 
 
 def system_of(result: dict[str, Any]) -> dict[str, dict[str, tuple[str, str]]]:
-    assert set(result) == {"accounts", "socialized"}
+    assert set(result) == {"accounts", "socialized", "writtenOff"}
     assert [a["account"] for a in result["accounts"]] == ["fees", "pool", "insurance"]
     for account in result["accounts"]:
         assert set(account) == {"account", "userId", "balances"}

@@ -460,12 +460,21 @@ class AdminSocialized(Wire, frozen=True):
     amount: DecimalText
 
 
+class AdminWrittenOff(Wire, frozen=True):
+    """Margin debts in one asset that nobody paid (the account had nothing left and the
+    insurance fund not enough) since the venue began: the lending pool's losses."""
+
+    asset: str
+    amount: DecimalText
+
+
 class AdminSystem(Wire, frozen=True):
-    """The exchange's own accounts: trading fees, margin lending pool, insurance fund; and
-    each contract's socialised losses."""
+    """The exchange's own accounts: trading fees, margin lending pool, insurance fund; each
+    contract's socialised losses; and the margin debts written off, per asset."""
 
     accounts: list[AdminSystemAccount]
     socialized: list[AdminSocialized]
+    written_off: list[AdminWrittenOff]
 
 
 class AdminAsset(Wire, frozen=True):

@@ -684,10 +684,16 @@ class Engine:
         for order in orders:
             self.spot.restore(order)
 
-    def restore_margin(self, accounts: Iterable[MarginAccount], accrued_hour: int | None) -> None:
+    def restore_margin(
+        self,
+        accounts: Iterable[MarginAccount],
+        accrued_hour: int | None,
+        written_off: dict[str, int] | None = None,
+    ) -> None:
         for account in accounts:
             self.margin.restore_account(account)
         self.margin.accrued_hour = accrued_hour
+        self.margin.written_off = dict(written_off or {})
         self.margin.restore_waiting()
 
     def restore_futures(self, docs: Iterable[object], max_ids: dict[str, int]) -> None:

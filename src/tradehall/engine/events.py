@@ -85,6 +85,15 @@ class InterestAccrued(msgspec.Struct, frozen=True, gc=False):
     """Interest has been charged for every hour up to and including this one (ts // 1 h)."""
 
 
+class WrittenOff(msgspec.Struct, frozen=True, gc=False):
+    """A margin debt nobody could pay (the lending pool's loss), and the pool's total of such
+    losses in ``asset`` since the venue began."""
+
+    asset: str
+    amount: int
+    total: int
+
+
 class Liquidated(msgspec.Struct, frozen=True, gc=False):
     account: int
     symbol: str
@@ -103,6 +112,7 @@ Event = (
     | MarginAccountOpened
     | DebtChanged
     | InterestAccrued
+    | WrittenOff
     | Liquidated
     | FuturesChanged
 )

@@ -26,6 +26,7 @@ from tradehall.engine.events import (
     InterestAccrued,
     Liquidated,
     MarginAccountOpened,
+    WrittenOff,
 )
 from tradehall.engine.ledger import Ledger
 from tradehall.engine.markets import (
@@ -95,6 +96,8 @@ class Margin:
         self.by_user: dict[tuple[int, str], MarginAccount] = {}
         self.next_account_id = MARGIN_ACCOUNT_BASE
         self.accrued_hour: int | None = None
+        self.written_off: dict[str, int] = {}
+        """Per asset, the debts nobody could pay since the venue began (the pool's losses)."""
         self.waiting: set[int] = set()
         """Accounts whose liquidation is unfinished for want of liquidity: retried whenever an
         order arrives on their pair."""
@@ -552,6 +555,9 @@ class Margin:
                 self.ledger.change(POOL_ACCOUNT, asset, paid, 0, "insurance", account.id)
             covered += self._value(pair, asset, paid, price)
             written_off += self._value(pair, asset, owed - paid, price)
+            if owed > paid:
+                total = self.written_off[asset] = self.written_off.get(asset, 0) + owed - paid
+                self.events.append(WrittenOff(asset, owed - paid, total))
             del account.debts[asset]
             reason = "insured" if paid == owed else "written_off"
             self.events.append(DebtChanged(account.id, asset, 0, 0, reason, account.id))

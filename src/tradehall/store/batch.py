@@ -19,12 +19,15 @@ from tradehall.engine.events import (
     Trade,
     TradeExecuted,
     TransferDone,
+    WrittenOff,
 )
 from tradehall.engine.futures_model import FuturesChanged
 from tradehall.engine.orders import OrderState
 from tradehall.marketdata import Bar
 
 ACCRUED_HOUR = "margin.accrued_hour"
+WRITTEN_OFF = "margin.written_off."
+"""The prefix of each asset's total of margin debts written off (``engine_state``)."""
 PROJECTED = "journal.projected"
 """The last journal record the projections hold (``engine_state``)."""
 
@@ -200,6 +203,8 @@ class Batch:
                 self.futures[(event.kind, event.user, event.contract, event.id)] = event
             elif type(event) is InterestAccrued:
                 self.engine_state[ACCRUED_HOUR] = event.hour
+            elif type(event) is WrittenOff:
+                self.engine_state[WRITTEN_OFF + event.asset] = event.total
 
     def add_bars(self, bars: list[tuple[str, str, Bar]]) -> None:
         for symbol, interval, bar in bars:

@@ -878,15 +878,23 @@ def record_events(env: Env, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return seen
 
 
-def test_liquidation_after_price_move_deficit_paid_by_insurance(
-    venue: Env, alice: Client, maker: Client, taker: Client, monkeypatch: pytest.MonkeyPatch
+def long_bought_with_a_loan(
+    env: Env, alice: Client, maker: Client, taker: Client, *, insurance: str
 ) -> None:
-    env = venue
-    env.admin.fund("insurance", "USDT", "100000", "insurance-usdt")
+    """``insurance`` USDT in the fund; Alice moves 1000 USDT to margin and buys 0.1 BTC at
+    50000 with a 4000 USDT loan (0.09992 BTC after the fee)."""
+    env.admin.fund("insurance", "USDT", insurance, "insurance-usdt")
     ok(transfer(alice, "USDT", "1000"))
     set_price(maker, taker, "50000")
     ok(margin_order(alice, "BUY", "0.1", "50000"))  # borrows 4000
     maker.create_order("BTCUSDT", "SELL", "LIMIT", "0.1", price="50000")
+
+
+def test_liquidation_after_price_move_deficit_paid_by_insurance(
+    venue: Env, alice: Client, maker: Client, taker: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = venue
+    long_bought_with_a_loan(env, alice, maker, taker, insurance="100000")
     resting = ok(margin_order(alice, "SELL", "0.01", "60000"))  # holds 0.01 of the 0.09992
     dave = env.trader({"USDT": "10000"})
     dave_bid = dave.create_order("BTCUSDT", "BUY", "LIMIT", "0.1", price="30000")  # the only bid
@@ -963,11 +971,7 @@ def test_a_written_off_debt_is_shown_to_the_operator_and_kept_across_a_restart(
     nowhere (three audits asked); GET /admin/v1/system lists it per asset the pool lends, and
     a restart keeps it."""
     env = venue
-    env.admin.fund("insurance", "USDT", "10", "insurance-usdt")
-    ok(transfer(alice, "USDT", "1000"))
-    set_price(maker, taker, "50000")
-    ok(margin_order(alice, "BUY", "0.1", "50000"))  # borrows 4000
-    maker.create_order("BTCUSDT", "SELL", "LIMIT", "0.1", price="50000")
+    long_bought_with_a_loan(env, alice, maker, taker, insurance="10")
     dave = env.trader({"USDT": "10000"})
     dave.create_order("BTCUSDT", "BUY", "LIMIT", "0.1", price="30000")  # the only bid
     written = {w["asset"]: w["amount"] for w in env.admin.system()["writtenOff"]}

@@ -88,5 +88,6 @@ def test_a_margin_liquidation_is_logged_with_its_amounts(
     lines = [r.getMessage() for r in caplog.records if r.name == "tradehall.risk"]
     assert lines == [
         f"margin liquidation done: account {account.id} of user 201 on BTCUSDT (insurance fund"
-        " paid 0.00000000 USDT, written off 0.00000000 USDT)"
+        " paid 0.00000000 USDT, written off 0.00000000 USDT; debts in BTC valued at the last"
+        " price)"
     ]

@@ -125,9 +125,9 @@ def _log_margin_liquidated(engine: Engine, event: Liquidated) -> None:
     quote, decimals = pair.quote, pair.quote_decimals
     risk_log.warning(
         "margin liquidation done: account %d of user %d on %s (insurance fund paid %s %s,"
-        " written off %s %s)",
+        " written off %s %s; debts in %s valued at the last price)",
         event.account, user, event.symbol, format_units(event.deficit_covered, decimals),
-        quote, format_units(event.written_off, decimals), quote,
+        quote, format_units(event.written_off, decimals), quote, pair.base,
     )  # fmt: skip
 
 

@@ -49,10 +49,10 @@ DEMO_DEFAULT_FUNDS = "1000"
 DEMO_POOL = {"BTC": "100", "ETH": "1000", "USDT": "10000000"}
 DEMO_INSURANCE = {"BTC": "1", "ETH": "10", "USDT": "100000"}
 DEMO_FUTURES_SHARE = Decimal("0.1")
+"""Part of the demo account's funding of each margin coin moved into its futures account."""
 DEMO_PRICES = {"BTC": 30_000, "ETH": 2_000, "USDT": 1, "USD": 1, "USDC": 1}
 """Each asset's price in dollars on the demo venue: where the simulation starts its markets,
 and a quiet demo venue's futures index (``ensure_demo``)."""
-"""Part of the demo account's funding of each margin coin moved into its futures account."""
 TOPUP = "/topup-"
 """``demo-funding-BTC/topup-1``: a top-up of a fixed funding deposit (``fund_up_to``)."""
 

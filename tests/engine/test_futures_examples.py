@@ -41,13 +41,14 @@ from tradehall.engine.commands import (
     SetLeverage,
     SetMarginMode,
 )
+from tradehall.engine.contracts import ContractSpec
 from tradehall.engine.engine import Result
-from tradehall.engine.futures_model import ISOLATED, FundingRecord, FuturesChanged
+from tradehall.engine.futures_model import ISOLATED, FundingRecord, FuturesChanged, Position
 from tradehall.engine.futures_risk import (
     average_price,
     bankruptcy_limit,
     bankruptcy_price,
-    liquidation_price,
+    group_liquidation_price,
     unrealized,
 )
 from tradehall.engine.orders import CANCELED, FILLED, MARKET, NEW
@@ -73,6 +74,13 @@ def rig(*users: int, usdt_funds: int = 100_000 * UNIT, btc_funds: int = 10 * UNI
         r.fund(user, USDT, usdt_funds)
         r.fund(user, BTC, btc_funds)
     return r
+
+
+def liquidation_price(contract: ContractSpec, pos: Position, margin: int) -> Decimal:
+    """Where one position backed by ``margin`` is liquidated (the engine's one formula, for
+    an isolated position as for a cross group)."""
+    price, _ = group_liquidation_price(contract, [pos], margin)
+    return price
 
 
 def near(value: Decimal, expected: str) -> bool:

@@ -47,6 +47,8 @@ PREFIX_V2 = "/spot/open/sapi/v2"
 PREFIX_V3 = "/spot/open/sapi/v3"
 MARKET_KLINE = "/v1/spot/market/kline"
 """The live venues' candle address on their public host (here: the server root)."""
+BATCH_REFUSED = "batch rejected, no order placed: "
+"""How every refusal of a batch of orders begins (what follows names the element)."""
 WINDOW_MS = 7 * 24 * 3600 * 1000
 """The widest startTime..endTime window of the v3 history reads, and their default (the
 last seven days), as the family has it."""
@@ -250,19 +252,18 @@ async def batch_orders(call: Call) -> Any:
     items: list[Any] = req.value("orders")
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            msg = f"batch rejected, no order placed: orders[{index}] must be an object"
-            raise ApiError(Code.BAD_PARAM, msg)
+            raise ApiError(Code.BAD_PARAM, f"{BATCH_REFUSED}orders[{index}] must be an object")
         try:
             order = reading(Params(item), BatchOrderItem)
             commands.append(place_command(call, pair, order, type_name="batchType"))
         except ApiError as exc:
-            msg = f"batch rejected, no order placed: orders[{index}]: {exc.msg}"
+            msg = f"{BATCH_REFUSED}orders[{index}]: {exc.msg}"
             raise ApiError(exc.code, msg, exc.status) from None
     batch = PlaceBatch(call.now, call.account, pair.symbol, tuple(commands))
     try:
         placed: list[OrderState] = call.exchange.apply(batch)
     except Reject as exc:
-        raise ApiError(exc.code, f"batch rejected, no order placed: {exc.msg}") from None
+        raise ApiError(exc.code, BATCH_REFUSED + exc.msg) from None
     await call.durable()
     return wire.BatchIds([order.id for order in placed])
 

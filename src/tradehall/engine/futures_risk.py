@@ -58,17 +58,14 @@ def price_where(contract: ContractSpec, pos: Position, margin: int, rate: int) -
     return value / Decimal(pos.volume * contract.value_unit)
 
 
-def liquidation_price(contract: ContractSpec, pos: Position, margin: int) -> Decimal:
-    return price_where(contract, pos, margin, contract.maintenance_rate)
-
-
 def group_liquidation_price(
     contract: ContractSpec, group: list[Position], backing: int
 ) -> tuple[Decimal, bool]:
     """The mark (ticks, exact decimal) at which ``group``, positions on one contract backed
     together by ``backing``, are worth their maintenance margin together, and whether they
-    get there as the price falls (True) or rises; ``NO_PRICE`` if no price does. A cross long
-    and short on one contract move with one mark, so they are one group. Backing + P&L -
+    get there as the price falls (True) or rises; ``NO_PRICE`` if no price does: one isolated
+    position and its margin, or a cross long and short on one contract, which move with one
+    mark. Backing + P&L -
     maintenance is linear in the contracts' value per contract (``x``: the price, or 1 / the
     price for an inverse contract): slope x x + level = 0."""
     rate = Decimal(contract.maintenance_rate) / RATE_ONE

@@ -35,7 +35,6 @@ from tradehall.engine.futures_model import (
 from tradehall.engine.futures_risk import (
     bankruptcy_limit,
     group_liquidation_price,
-    liquidation_price,
     maintenance,
     unrealized,
 )
@@ -79,7 +78,7 @@ def liquidation_mark(fx: Futures, pos: Position) -> tuple[Decimal, bool]:
     equity without their P&L, less the other contracts' maintenance margins."""
     contract = fx.contracts[pos.contract]
     if pos.position_type == ISOLATED:
-        return liquidation_price(contract, pos, pos.margin), pos.is_long
+        return group_liquidation_price(contract, [pos], pos.margin)
     mark = fx.states[pos.contract].mark
     equity, needed = fx.cross_equity(pos.user, contract.margin_coin)
     group = [
